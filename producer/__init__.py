@@ -1,0 +1,1 @@
+"""resultlog producer package."""

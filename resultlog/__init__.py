@@ -1,0 +1,1 @@
+"""resultlog resultlog package."""
