@@ -1,0 +1,49 @@
+# resultlog: `make help` lists the targets.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: help install test test-faults lint format demo bench kafka-up kafka-down clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(BIN)/resultlog: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+install: $(BIN)/resultlog ## create .venv and install resultlog with its test and lint tools
+
+test: install ## run the test suite against a real Kafka (RESULTLOG_BOOTSTRAP_SERVERS or our launcher)
+	$(BIN)/pytest -m "not faults" $(PYTEST_ARGS)
+
+test-faults: install ## run the fault-injection tier (restarts, compaction, hostile input)
+	$(BIN)/pytest -m faults $(PYTEST_ARGS)
+
+lint: install ## ruff (lint and format check) and mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: install ## apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+demo: install ## the newcomer's tour: broker, topics, aggregator, a crashed and resumed run
+	bash scripts/demo.sh
+
+bench: install ## benchmark scripts (codec, resume, replay) against a local broker
+	$(BIN)/python benchmarks/codec.py
+
+kafka-up: install ## start the local broker on 127.0.0.1:9092 and create the topics
+	$(BIN)/resultlog kafka up
+	$(BIN)/resultlog topics create
+
+kafka-down: install ## stop the local broker
+	$(BIN)/resultlog kafka down
+
+clean: ## remove the virtualenv and caches (not the Kafka jar cache)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,35 @@
+"""Handlers of `resultlog kafka up|down` and `resultlog topics create`."""
+
+from __future__ import annotations
+
+import argparse
+
+from confluent_kafka.admin import AdminClient
+
+from resultlog.broker import LocalKafka
+from resultlog.settings import Settings
+from resultlog.topics import ensure_topics, topic_specs
+
+__all__ = ["down", "topics_create", "up"]
+
+
+def up(args: argparse.Namespace) -> int:
+    """Start the local broker (harmless when it already runs); print its bootstrap address."""
+    print(LocalKafka(args.dir).up(port=args.port, brokers=args.brokers, timeout=args.timeout))
+    return 0
+
+
+def down(args: argparse.Namespace) -> int:
+    """Stop the local broker."""
+    kafka = LocalKafka(args.dir)
+    print("stopped" if kafka.down() else f"no local Kafka running in {kafka.directory}")
+    return 0
+
+
+def topics_create(args: argparse.Namespace) -> int:
+    """Create the three topics, or check that the existing ones match the settings."""
+    settings = Settings()
+    admin = AdminClient(settings.client_config())
+    for outcome in ensure_topics(admin, topic_specs(settings)):
+        print(f"{outcome.name}: {'created' if outcome.created else 'exists, matches settings'}")
+    return 0

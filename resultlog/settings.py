@@ -1,0 +1,73 @@
+"""Settings: one frozen class read from `RESULTLOG_*` environment variables."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["KafkaConfig", "Settings"]
+
+KafkaConfig = dict[str, str | int | float | bool]
+
+SecurityProtocol = Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class Settings(BaseSettings):
+    """Everything resultlog reads from the environment, validated once."""
+
+    model_config = SettingsConfigDict(env_prefix="RESULTLOG_", frozen=True, extra="ignore")
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    client_id: str = "resultlog"
+
+    results_topic: str = "resultlog.sample-results"
+    summaries_topic: str = "resultlog.run-summaries"
+    dlq_topic: str = "resultlog.sample-results.dlq"
+    partitions: int = Field(default=6, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+    min_insync_replicas: int = Field(default=1, ge=1)
+
+    schema_registry_url: str | None = None
+    schema_registry_username: str | None = None
+    schema_registry_password: SecretStr | None = None
+
+    api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("RESULTLOG_API_KEY", "OPENROUTER_API_KEY")
+    )
+    aggregator_group: str = "resultlog-aggregator"
+
+    def client_config(self) -> KafkaConfig:
+        """The librdkafka configuration shared by every client (the one mapping to dotted keys)."""
+        config: KafkaConfig = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+            "client.id": self.client_id,
+        }
+        if self.sasl_mechanism is not None:
+            config["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_username is not None:
+            config["sasl.username"] = self.sasl_username
+        if self.sasl_password is not None:
+            config["sasl.password"] = self.sasl_password.get_secret_value()
+        return config
+
+    def registry_config(self) -> dict[str, str] | None:
+        """The schema registry client configuration, or None without a registry."""
+        if self.schema_registry_url is None:
+            return None
+        config = {"url": self.schema_registry_url}
+        if self.schema_registry_username and self.schema_registry_password:
+            secret = self.schema_registry_password.get_secret_value()
+            config["basic.auth.user.info"] = f"{self.schema_registry_username}:{secret}"
+        return config
+
+    def topic_names(self) -> tuple[str, str, str]:
+        """The results, summaries and dead-letter topic names."""
+        return self.results_topic, self.summaries_topic, self.dlq_topic

@@ -1,0 +1,125 @@
+"""Create the resultlog topics idempotently and refuse ones that contradict the settings."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, NewTopic
+
+from resultlog.errors import TopicError
+from resultlog.settings import Settings
+
+__all__ = ["TopicOutcome", "TopicSpec", "ensure_topics", "topic_specs"]
+
+_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """What one topic must look like."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicOutcome:
+    """What `ensure_topics` did for one topic."""
+
+    name: str
+    created: bool
+
+
+def topic_specs(
+    settings: Settings, extra_config: Mapping[str, str] | None = None
+) -> list[TopicSpec]:
+    """The three topics of DESIGN.md: compacted results and summaries, a deleting DLQ."""
+    base = {"min.insync.replicas": str(settings.min_insync_replicas), **(extra_config or {})}
+    compacted = {**base, "cleanup.policy": "compact"}
+    spec = {"partitions": settings.partitions, "replication_factor": settings.replication_factor}
+    return [
+        TopicSpec(settings.results_topic, config=compacted, **spec),
+        TopicSpec(settings.summaries_topic, config=compacted, **spec),
+        TopicSpec(settings.dlq_topic, config={**base, "cleanup.policy": "delete"}, **spec),
+    ]
+
+
+def ensure_topics(admin: AdminClient, specs: list[TopicSpec]) -> list[TopicOutcome]:
+    """Create missing topics; check existing ones against their spec."""
+    existing = set(_metadata(admin).topics)
+    created = _create(admin, [spec for spec in specs if spec.name not in existing])
+    to_check = [spec for spec in specs if spec.name not in created]
+    for spec in to_check:
+        _check_partitions(spec, _partition_count(admin, spec.name))
+    _check_cleanup_policies(admin, to_check)
+    return [TopicOutcome(spec.name, created=spec.name in created) for spec in specs]
+
+
+def _metadata(admin: AdminClient, topic: str | None = None) -> ClusterMetadata:
+    try:
+        return admin.list_topics(topic=topic, timeout=_TIMEOUT_S)
+    except KafkaException as exc:
+        raise TopicError(f"cannot read topic metadata: {exc.args[0]}") from exc
+
+
+def _partition_count(admin: AdminClient, name: str) -> int:
+    # A topic another client just created may lag in this broker's metadata cache.
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        topic = _metadata(admin, name).topics.get(name)
+        if topic is not None and topic.error is None and topic.partitions:
+            return len(topic.partitions)
+        if time.monotonic() > deadline:
+            raise TopicError(f"topic {name} exists but its metadata never became available")
+        time.sleep(0.1)
+
+
+def _create(admin: AdminClient, specs: list[TopicSpec]) -> set[str]:
+    if not specs:
+        return set()
+    new_topics = [
+        NewTopic(s.name, s.partitions, s.replication_factor, config=dict(s.config)) for s in specs
+    ]
+    created = set()
+    for name, future in admin.create_topics(new_topics, request_timeout=_TIMEOUT_S).items():
+        try:
+            future.result()
+        except KafkaException as exc:
+            error = exc.args[0]
+            # Another client may have created it since we listed; it is checked like the rest.
+            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise TopicError(f"cannot create topic {name}: {error.str()}") from exc
+        else:
+            created.add(name)
+    return created
+
+
+def _check_partitions(spec: TopicSpec, actual: int) -> None:
+    if actual != spec.partitions:
+        raise TopicError(
+            f"topic {spec.name} exists with {actual} partitions but the settings say "
+            f"{spec.partitions}; run keys would map to other partitions"
+        )
+
+
+def _check_cleanup_policies(admin: AdminClient, specs: list[TopicSpec]) -> None:
+    if not specs:
+        return
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, spec.name) for spec in specs]
+    wanted = {spec.name: spec.config.get("cleanup.policy") for spec in specs}
+    for resource, future in admin.describe_configs(resources, request_timeout=_TIMEOUT_S).items():
+        try:
+            entries = future.result()
+        except KafkaException as exc:
+            raise TopicError(f"cannot describe topic {resource.name}: {exc.args[0]}") from exc
+        actual = entries["cleanup.policy"].value
+        expected = wanted[resource.name]
+        if expected is not None and set(actual.split(",")) != set(expected.split(",")):
+            raise TopicError(
+                f"topic {resource.name} exists with cleanup.policy={actual} but must be {expected}"
+            )

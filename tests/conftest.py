@@ -1,0 +1,109 @@
+"""Shared fixtures: one real Kafka broker per session, unique topics per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from resultlog._jars import KAFKA_VERSION
+from resultlog.broker import LocalKafka, free_port
+from resultlog.settings import Settings
+from resultlog.topics import ensure_topics, topic_specs
+
+KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
+TEST_PARTITIONS = 3
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=2).ping()
+    except Exception:  # any failure means there is no usable engine
+        return False
+    return True
+
+
+def _kafka_container() -> tuple[str, object]:
+    """Start the official apache/kafka image (KRaft) with its listener on a host port."""
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    port = free_port()
+    container = (
+        DockerContainer(KAFKA_IMAGE)
+        .with_bind_ports(port, port)
+        .with_env("KAFKA_NODE_ID", "1")
+        .with_env("KAFKA_PROCESS_ROLES", "broker,controller")
+        .with_env("KAFKA_LISTENERS", f"PLAINTEXT://0.0.0.0:{port},CONTROLLER://0.0.0.0:9093")
+        .with_env("KAFKA_ADVERTISED_LISTENERS", f"PLAINTEXT://127.0.0.1:{port}")
+        .with_env("KAFKA_CONTROLLER_LISTENER_NAMES", "CONTROLLER")
+        .with_env("KAFKA_CONTROLLER_QUORUM_VOTERS", "1@localhost:9093")
+        .with_env("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "1")
+        .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
+        .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
+        .with_env("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
+        .with_env("KAFKA_LOG_CLEANER_BACKOFF_MS", "1000")
+        .with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false")
+    )
+    container.start()
+    wait_for_logs(container, "Kafka Server started", timeout=120)
+    return f"127.0.0.1:{port}", container
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real broker: RESULTLOG_BOOTSTRAP_SERVERS, else testcontainers, else our launcher."""
+    configured = os.environ.get("RESULTLOG_BOOTSTRAP_SERVERS")
+    if configured:
+        yield configured
+        return
+    if _docker_answers():
+        bootstrap, container = _kafka_container()
+        yield bootstrap
+        container.stop()  # type: ignore[attr-defined]
+        return
+    kafka = LocalKafka(tmp_path_factory.mktemp("kafka"))
+    bootstrap = kafka.up(port=0)
+    yield bootstrap
+    kafka.down()
+
+
+@pytest.fixture(scope="session")
+def admin(kafka_bootstrap: str) -> AdminClient:
+    """An AdminClient on the session broker."""
+    return AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+
+@pytest.fixture
+def unique_name() -> str:
+    """A name no other test uses, for topics and consumer groups."""
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, unique_name: str, admin: AdminClient) -> Settings:
+    """Settings pointing at the session broker, with this test's own freshly created topics."""
+    made = Settings(
+        bootstrap_servers=kafka_bootstrap,
+        results_topic=f"{unique_name}.sample-results",
+        summaries_topic=f"{unique_name}.run-summaries",
+        dlq_topic=f"{unique_name}.sample-results.dlq",
+        partitions=TEST_PARTITIONS,
+        aggregator_group=f"{unique_name}.aggregator",
+    )
+    ensure_topics(admin, topic_specs(made))
+    return made
+
+
+@pytest.fixture
+def kafka_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory for a test's own launcher-started broker, stopped at the end."""
+    directory = tmp_path / "kafka"
+    yield directory
+    LocalKafka(directory).down()
