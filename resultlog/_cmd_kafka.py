@@ -6,6 +6,7 @@ import argparse
 
 from confluent_kafka.admin import AdminClient
 
+from consumers import with_logger
 from resultlog.broker import LocalKafka
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_specs
@@ -29,7 +30,7 @@ def down(args: argparse.Namespace) -> int:
 def topics_create(args: argparse.Namespace) -> int:
     """Create the three topics, or check that the existing ones match the settings."""
     settings = Settings()
-    admin = AdminClient(settings.client_config())
+    admin = AdminClient(with_logger(settings.client_config()))
     for outcome in ensure_topics(admin, topic_specs(settings)):
         print(f"{outcome.name}: {'created' if outcome.created else 'exists, matches settings'}")
     return 0

@@ -3,26 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
-from resultlog import _cmd_kafka
+from consumers import LIBRDKAFKA_LOGGER
+from resultlog import _cmd_kafka, _cmd_run
 from schemas.errors import ResultLogError
 
 __all__ = ["build_parser", "main"]
 
 Handler = Callable[[argparse.Namespace], int]
-Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+if TYPE_CHECKING:
+    Commands = argparse._SubParsersAction[Any]
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like every other error of the CLI."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"resultlog: error: {self.prog}: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="resultlog", description="Event-sourced results log on Kafka for LLM evals."
     )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_kafka(commands)
     _add_topics(commands)
@@ -53,13 +65,14 @@ def _add_topics(commands: Commands) -> None:
 
 
 def _command_registrars() -> list[Callable[[Commands], None]]:
-    """Sub-commands of the worker and consumer sides, added as they are built."""
-    return []
+    """Sub-commands of the worker and consumer sides."""
+    return [_cmd_run.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
     args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
     handler: Handler = args.handler
     try:
         return handler(args)
@@ -71,6 +84,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"invalid {where}: {first['msg']}")
     except KeyboardInterrupt:
         return _fail("interrupted", code=130)
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="resultlog: %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # Kafka client chatter (reconnects, retries) surfaces as errors anyway when it matters.
+    LIBRDKAFKA_LOGGER.setLevel(logging.INFO if verbose else logging.CRITICAL)
 
 
 def _fail(message: str, code: int = 1) -> int:

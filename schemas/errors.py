@@ -11,8 +11,14 @@ class SchemaError(ResultLogError):
     """A record or schema violates the contract."""
 
 
+class RegistryError(SchemaError):
+    """The schema registry could not be reached or refused a request (retryable, not poison)."""
+
+
 class DecodeError(SchemaError):
     """Bytes read from Kafka could not be decoded into a record."""
+
+    _subject = "record"
 
     def __init__(
         self,
@@ -35,8 +41,24 @@ class DecodeError(SchemaError):
         if self.topic is not None:
             where = f" at {self.topic}[{self.partition}]@{self.offset}"
         size = "no value" if self.raw is None else f"{len(self.raw)} bytes"
-        return f"cannot decode record{where} ({size}): {self.reason}"
+        return f"cannot decode {self._subject}{where} ({size}): {self.reason}"
 
     def at(self, topic: str, partition: int, offset: int) -> DecodeError:
-        """Return a copy of this error that names where the bytes came from."""
-        return DecodeError(self.reason, self.raw, topic=topic, partition=partition, offset=offset)
+        """A copy of this error (same class and cause) naming where the bytes came from."""
+        located = type(self)(self.reason, self.raw, topic=topic, partition=partition, offset=offset)
+        located.__cause__ = self.__cause__
+        return located
+
+
+class KeyDecodeError(DecodeError):
+    """A Kafka record key is not a well-formed resultlog key."""
+
+    _subject = "key"
+
+
+class UnknownFormatVersionError(DecodeError):
+    """A record carries a format_version this reader does not know; it is never guessed at."""
+
+
+class UnknownSchemaError(DecodeError):
+    """A value names a writer schema (fingerprint or registry id) this reader cannot find."""

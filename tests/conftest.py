@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from producer.model_client import ModelClient
+from producer.model_server import ModelServer
+from producer.store import KafkaResultStore
 from resultlog._jars import KAFKA_VERSION
 from resultlog.broker import LocalKafka, free_port
 from resultlog.settings import Settings
@@ -107,3 +110,27 @@ def kafka_dir(tmp_path: Path) -> Iterator[Path]:
     directory = tmp_path / "kafka"
     yield directory
     LocalKafka(directory).down()
+
+
+@pytest.fixture
+def model_server() -> Iterator[ModelServer]:
+    """The embedded offline model server on an OS-chosen port."""
+    with ModelServer(latency_s=0.002) as server:
+        yield server
+
+
+@pytest.fixture
+async def model_client(model_server: ModelServer) -> AsyncIterator[ModelClient]:
+    """A model client for the offline server with tiny backoffs, so degraded pairs are quick."""
+    async with ModelClient(model_server.base_url, max_retries=1, backoff_initial=0.01) as client:
+        yield client
+
+
+@pytest.fixture
+async def kafka_store(settings: Settings) -> AsyncIterator[KafkaResultStore]:
+    """A Kafka result store on this test's results topic."""
+    store = KafkaResultStore(
+        settings.client_config(), settings.results_topic, delivery_timeout_ms=10_000
+    )
+    yield store
+    await store.close()

@@ -1,0 +1,157 @@
+"""Turn one (sample, epoch) outcome into a SampleResult record."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from producer._scorers import Scored
+from producer.benchmarks import Sample
+from producer.model_client import Completion
+from schemas import (
+    Message,
+    RecordError,
+    RecordStatus,
+    RunKey,
+    SampleResult,
+    Score,
+    ScoreValue,
+    ToolCall,
+    Usage,
+    Worker,
+)
+
+__all__ = ["RunIdentity", "completed_record", "degraded_record"]
+
+_WORKER = Worker(host=socket.gethostname(), pid=os.getpid())
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What every record of one worker's run shares."""
+
+    run_key: RunKey
+    epochs: int
+    dataset_size: int
+    chunk_id: str | None = None
+    chunk_index: int | None = None
+
+    def fields(self, sample: Sample, epoch: int) -> dict[str, Any]:
+        """The record fields that identify the (sample, epoch) and its run."""
+        return {
+            "run_id": self.run_key.run_id,
+            "benchmark_id": self.run_key.benchmark_id,
+            "model": self.run_key.model,
+            "chunk_id": self.chunk_id,
+            "chunk_index": self.chunk_index,
+            "sample_id": sample.id,
+            "sample_index": sample.index,
+            "epoch": epoch,
+            "epochs": self.epochs,
+            "dataset_size": self.dataset_size,
+            "input": sample.input,
+            "target": sample.target,
+            "metadata": json.dumps(sample.metadata, sort_keys=True) if sample.metadata else None,
+            "worker": _WORKER,
+            "created_at": datetime.now(UTC),
+        }
+
+
+def completed_record(
+    run: RunIdentity,
+    sample: Sample,
+    epoch: int,
+    *,
+    prompt: list[dict[str, Any]],
+    completion: Completion,
+    scored: Scored,
+) -> SampleResult:
+    """The record of a real evaluation."""
+    usage = None
+    if completion.usage is not None:
+        usage = Usage(
+            input_tokens=completion.usage.input_tokens,
+            output_tokens=completion.usage.output_tokens,
+            total_tokens=completion.usage.total_tokens,
+            reasoning_tokens=completion.usage.reasoning_tokens,
+            total_cost=completion.usage.cost or 0.0,
+        )
+    return SampleResult(
+        **run.fields(sample, epoch),
+        status=RecordStatus.COMPLETED,
+        score=Score(
+            value=ScoreValue(scored.value),
+            answer=scored.answer,
+            explanation=scored.explanation,
+            metrics=scored.metrics,
+        ),
+        messages=(*_prompt_messages(prompt), _assistant_message(completion)),
+        generation_ids=(completion.generation_id,) if completion.generation_id else (),
+        usage=usage,
+        generation_time_ms=completion.elapsed_ms,
+    )
+
+
+def degraded_record(
+    run: RunIdentity,
+    sample: Sample,
+    epoch: int,
+    *,
+    value: ScoreValue,
+    kind: str,
+    message: str,
+    http_status: int | None,
+) -> SampleResult:
+    """The record of an outcome synthesized from an error; it carries no usage."""
+    return SampleResult(
+        **run.fields(sample, epoch),
+        status=RecordStatus.DEGRADED,
+        score=Score(value=value, explanation=f"degraded: {message}"),
+        error=RecordError(kind=kind, message=message, http_status=http_status),
+    )
+
+
+def _prompt_messages(prompt: list[dict[str, Any]]) -> tuple[Message, ...]:
+    return tuple(
+        Message(role=str(message["role"]), content=_text(message.get("content")))
+        for message in prompt
+    )
+
+
+def _assistant_message(completion: Completion) -> Message:
+    calls = tuple(
+        ToolCall(
+            id=str(call.get("id", "")),
+            name=str(call.get("function", {}).get("name") or "unknown"),
+            arguments=_json_text(call.get("function", {}).get("arguments")),
+        )
+        for call in completion.tool_calls or ()
+        if isinstance(call, dict)
+    )
+    return Message(
+        role="assistant",
+        content=completion.text,
+        tool_calls=calls,
+        reasoning=completion.reasoning,
+        model=completion.model,
+    )
+
+
+def _text(content: Any) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    return json.dumps(content, sort_keys=True)
+
+
+def _json_text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        try:
+            json.loads(arguments)
+        except ValueError:
+            return json.dumps(arguments)
+        return arguments
+    return json.dumps(arguments if arguments is not None else {}, sort_keys=True)

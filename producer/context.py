@@ -1,0 +1,43 @@
+"""Request context: the (sample_id, epoch) whose solver call is running in this task."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+__all__ = ["SampleContext", "current_sample", "sample_scope"]
+
+
+@dataclass(frozen=True, slots=True)
+class SampleContext:
+    """The identity of one (sample, epoch) evaluation."""
+
+    sample_id: str
+    epoch: int
+
+
+# asyncio copies the context into every task it creates, so each concurrently running
+# sample sees only its own value, with no locking.
+_CURRENT: ContextVar[SampleContext | None] = ContextVar("resultlog_sample", default=None)
+
+
+@contextmanager
+def sample_scope(sample_id: str, epoch: int) -> Iterator[SampleContext]:
+    """Set the current sample for the duration of the block, restoring the previous one."""
+    if not isinstance(sample_id, str) or not sample_id:
+        raise ValueError(f"sample_id must be a non-empty string, got {sample_id!r}")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch must be an integer >= 0, got {epoch!r}")
+    ctx = SampleContext(sample_id, epoch)
+    token = _CURRENT.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_sample() -> SampleContext | None:
+    """Return the sample whose scope encloses the caller, or None outside any scope."""
+    return _CURRENT.get()

@@ -1,0 +1,230 @@
+"""Embedded offline model server: OpenAI chat-completions on loopback, outcomes by hash.
+
+Each (sample_id, epoch), read from the request's `x_bench` (or a hash of the prompt when
+absent), gets a stable outcome: mostly the right answer to the arithmetic in the last
+user message, some wrong, a fixed few a persistent 429 or 500. Tests can override the
+behaviour per pair and read the request log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import threading
+from collections import Counter
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from producer._http11 import BACKLOG, Http11Server
+from producer._offline_app import App, Behavior, Config, Fault, LoggedRequest, State
+from producer._offline_model import (
+    DEFAULT_ERROR_RATE,
+    DEFAULT_SEED,
+    DEFAULT_WRONG_RATE,
+    Outcome,
+    expected_outcome,
+    generation_id,
+    is_expected_degraded,
+)
+
+__all__ = [
+    "Behavior",
+    "Fault",
+    "LoggedRequest",
+    "ModelServer",
+    "Outcome",
+    "add_arguments",
+    "expected_outcome",
+    "generation_id",
+    "is_expected_degraded",
+    "serve",
+]
+
+
+class ModelServer:
+    """The offline model server, running on its own thread and event loop.
+
+    `with ModelServer() as srv:` serves at `srv.base_url` (http://127.0.0.1:PORT/v1)
+    until the block ends.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency_s: float = 0.005,
+        seed: int = DEFAULT_SEED,
+        error_rate: float = DEFAULT_ERROR_RATE,
+        wrong_rate: float = DEFAULT_WRONG_RATE,
+        request_log: str | Path | None = None,
+    ) -> None:
+        self.host = host
+        self._port = port
+        self._config = Config(latency_s, seed, error_rate, wrong_rate)
+        self._log_path = Path(request_log) if request_log is not None else None
+        self._state = State(None)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (chosen by the OS when constructed with port 0)."""
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL, ending in /v1."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self._port}/v1"
+
+    @property
+    def requests(self) -> list[LoggedRequest]:
+        """A snapshot of every chat-completions request received so far."""
+        return self._state.requests()
+
+    def request_counts(self) -> Counter[tuple[str | None, int | None]]:
+        """How many requests each (sample_id, epoch) sent."""
+        return Counter((r.sample_id, r.epoch) for r in self._state.requests())
+
+    def request_count(self, sample_id: str, epoch: int) -> int:
+        """How many requests the pair sent."""
+        return self.request_counts()[(sample_id, epoch)]
+
+    def override(self, sample_id: str, epoch: int, *behaviors: Behavior) -> None:
+        """Answer the pair's next requests with these behaviours, the last one repeating."""
+        if not behaviors:
+            raise ValueError("override needs at least one Behavior")
+        self._state.override((sample_id, epoch), behaviors)
+
+    def clear_overrides(self) -> None:
+        """Return every pair to its hash-decided behaviour."""
+        self._state.clear_overrides()
+
+    def expected_outcome(self, sample_id: str, epoch: int) -> Outcome:
+        """The hash-decided outcome of the pair under this server's seed and rates."""
+        cfg = self._config
+        return expected_outcome(
+            sample_id, epoch, seed=cfg.seed, error_rate=cfg.error_rate, wrong_rate=cfg.wrong_rate
+        )
+
+    def start(self) -> Self:
+        """Bind the socket, start serving on a background thread and wait until ready."""
+        if self._thread is not None:
+            raise RuntimeError("server already started")
+        sock = _listen(self.host, self._port)
+        self._port = sock.getsockname()[1]
+        if self._log_path is not None:
+            self._state.open_log(self._log_path.open("a", encoding="utf-8"))
+        self._thread = threading.Thread(
+            target=self._run, args=(sock,), name=f"model-server-{self._port}", daemon=True
+        )
+        self._thread.start()
+        self._ready.wait()
+        if self._failure is not None:
+            raise RuntimeError("model server failed to start") from self._failure
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (aborting in-flight requests) and join the thread; idempotent."""
+        loop, stopped, thread = self._loop, self._stopped, self._thread
+        if loop is not None and stopped is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(stopped.set)
+        if thread is not None:
+            thread.join()
+        self._state.close_log()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _run(self, sock: socket.socket) -> None:
+        """Thread body: run the server on a fresh event loop until stopped."""
+        try:
+            asyncio.run(self._serve(sock))
+        except BaseException as exc:  # reported to start(), which re-raises it
+            self._failure = exc
+        finally:
+            self._ready.set()
+
+    async def _serve(self, sock: socket.socket) -> None:
+        """Serve until `stop()` sets the event."""
+        self._loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        server = Http11Server(App(self._config, self._state))
+        await server.start(sock)
+        self._ready.set()
+        try:
+            await self._stopped.wait()
+        finally:
+            await server.close()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `resultlog model-server`."""
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 lets the OS choose")
+    parser.add_argument("--port-file", type=Path, help="write the bound port here")
+    parser.add_argument("--request-log", type=Path, help="append one JSON line per request")
+    parser.add_argument("--latency-ms", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--error-rate", type=float, default=DEFAULT_ERROR_RATE)
+    parser.add_argument("--wrong-rate", type=float, default=DEFAULT_WRONG_RATE)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Serve in the foreground until SIGTERM/SIGINT (`resultlog model-server`)."""
+    config = Config(args.latency_ms / 1000, args.seed, args.error_rate, args.wrong_rate)
+    asyncio.run(_serve_until_signal(args.host, args.port, config, args.port_file, args.request_log))
+    return 0
+
+
+async def _serve_until_signal(
+    host: str, port: int, config: Config, port_file: Path | None, request_log: Path | None
+) -> None:
+    """Serve in the main thread until a termination signal arrives."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    sock = _listen(host, port)
+    bound = sock.getsockname()[1]
+    log_file = request_log.open("a", encoding="utf-8") if request_log is not None else None
+    state = State(log_file)
+    server = Http11Server(App(config, state))
+    await server.start(sock)
+    if port_file is not None:
+        _write_atomically(port_file, f"{bound}\n")
+    print(f"offline model server at http://{host}:{bound}/v1", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.close()
+        state.close_log()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: the OS chooses), IPv4 or IPv6."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=BACKLOG)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write a file so that a reader sees either nothing or the whole content."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

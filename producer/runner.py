@@ -1,0 +1,269 @@
+"""The benchmark runner: evaluate (sample, epoch) pairs, persist each, resume from the log."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from consumers import ResumeState, fold
+from producer._records import RunIdentity, completed_record, degraded_record
+from producer._retry import WritePolicy
+from producer.benchmarks import Benchmark, Sample
+from producer.context import sample_scope
+from producer.errors import ModelError, ProducerError, SolverError
+from producer.model_client import Completion, ModelClient, classify_model_error
+from producer.store import NoopResultStore, ResultStore
+from schemas import ResultLogError, RunKey, RunSummary, SampleResult, ScoreValue
+
+__all__ = ["Progress", "RunResult", "Solver", "model_solver", "run_benchmark"]
+
+log = logging.getLogger(__name__)
+
+Solver = Callable[[Benchmark, Sample], Awaitable[Completion]]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a run stands: pairs done now, skipped from the log, degraded, of the total."""
+
+    total: int
+    done: int
+    skipped: int
+    degraded: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: its summary (through the one fold) and its per-(sample, epoch) records."""
+
+    summary: RunSummary
+    records: tuple[SampleResult, ...]
+    skipped: int
+    evaluated: int
+    degraded: int
+
+
+def model_solver(client: ModelClient, model: str) -> Solver:
+    """The default solver: one chat completion of the benchmark's messages."""
+
+    async def solve(benchmark: Benchmark, sample: Sample) -> Completion:
+        return await client.complete(benchmark.messages(sample), model=model)
+
+    return solve
+
+
+async def run_benchmark(
+    benchmark: Benchmark,
+    model: str,
+    *,
+    run_id: str,
+    solver: Solver,
+    epochs: int = 1,
+    store: ResultStore | None = None,
+    max_concurrency: int = 8,
+    sample_range: tuple[int, int] | None = None,
+    degrade_solver_errors: bool = False,
+    on_progress: Callable[[Progress], None] | None = None,
+    write_policy: WritePolicy | None = None,
+    chunk_id: str | None = None,
+    chunk_index: int | None = None,
+) -> RunResult:
+    """Run every (sample, epoch) of the range not already durable; return the run's result."""
+    if epochs < 1 or max_concurrency < 1:
+        raise ValueError("epochs and max_concurrency must be >= 1")
+    samples = _select(benchmark.samples(), sample_range)
+    run = RunIdentity(
+        RunKey(run_id, benchmark.name, model),
+        epochs,
+        len(benchmark.samples()),
+        chunk_id,
+        chunk_index,
+    )
+    execution = _Execution(
+        benchmark,
+        run,
+        solver,
+        store=store or NoopResultStore(),
+        policy=write_policy or WritePolicy(),
+        degrade_solver_errors=degrade_solver_errors,
+        on_progress=on_progress,
+    )
+    resume = await execution.resume({s.index for s in samples})
+    return await execution.run(samples, resume, max_concurrency)
+
+
+class _Execution:
+    """One call of run_benchmark: its state while pairs settle."""
+
+    def __init__(
+        self,
+        benchmark: Benchmark,
+        run: RunIdentity,
+        solver: Solver,
+        *,
+        store: ResultStore,
+        policy: WritePolicy,
+        degrade_solver_errors: bool,
+        on_progress: Callable[[Progress], None] | None,
+    ) -> None:
+        self.benchmark = benchmark
+        self.run_identity = run
+        self.solver = solver
+        self.store = store
+        self.policy = policy
+        self.degrade_solver_errors = degrade_solver_errors
+        self.on_progress = on_progress
+        self.completed: list[SampleResult] = []
+        self.deferred: list[SampleResult] = []
+        self.progress = Progress(0, 0, 0, 0)
+
+    async def resume(self, indexes: set[int]) -> ResumeState:
+        """The durable state of this chunk; on a failed read, warn and evaluate everything."""
+        try:
+            records = await self.store.load(self.run_identity.run_key)
+        except Exception as exc:  # any failure to read means: evaluate everything
+            log.warning("resume read failed, evaluating every pair: %s", exc)
+            return ResumeState()
+        in_chunk = [record for record in records if record.sample_index in indexes]
+        return ResumeState.of(in_chunk, self.run_identity.epochs)
+
+    async def run(
+        self, samples: Sequence[Sample], resume: ResumeState, max_concurrency: int
+    ) -> RunResult:
+        """Evaluate the pairs not in the skip-list, then persist the degraded outcomes."""
+        pending = [
+            (sample, epoch)
+            for sample, epoch in _pairs(samples, self.run_identity.epochs)
+            if (sample.index, epoch) not in resume.skip_list
+        ]
+        total = len(samples) * self.run_identity.epochs
+        self.progress = Progress(total, 0, total - len(pending), 0)
+        self._report()
+        await self._evaluate_all(pending, max_concurrency)
+        await self._persist_degraded()
+        records = (*resume.seeds, *self.completed, *self.deferred)
+        return RunResult(
+            summary=fold(records, self.run_identity.run_key),
+            records=tuple(sorted(records, key=lambda r: (r.sample_index, r.epoch))),
+            skipped=len(resume.seeds),
+            evaluated=len(pending),
+            degraded=len(self.deferred),
+        )
+
+    async def _evaluate_all(self, pending: list[tuple[Sample, int]], limit: int) -> None:
+        # A bounded window of tasks: a slow pair holds one slot, never the finished ones.
+        slots = asyncio.Semaphore(limit)
+
+        async def one(sample: Sample, epoch: int) -> None:
+            try:
+                await self._evaluate(sample, epoch)
+            finally:
+                slots.release()
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for sample, epoch in pending:
+                    await slots.acquire()
+                    group.create_task(one(sample, epoch))
+        except BaseExceptionGroup as failed:
+            raise _first_error(failed) from None
+
+    async def _evaluate(self, sample: Sample, epoch: int) -> None:
+        with sample_scope(sample.id, epoch):
+            record = await self._outcome(sample, epoch)
+        if record.degraded:
+            self.deferred.append(record)
+        else:
+            await self.policy.write(self.store, record)
+            self.completed.append(record)
+        self._advance(record.degraded)
+
+    async def _outcome(self, sample: Sample, epoch: int) -> SampleResult:
+        run = self.run_identity
+        try:
+            completion = await self.solver(self.benchmark, sample)
+        except ModelError as err:
+            verdict = classify_model_error(err)
+            if verdict == "fatal":
+                raise
+            value = ScoreValue.S if verdict == "skip" else ScoreValue.I
+            return degraded_record(
+                run,
+                sample,
+                epoch,
+                value=value,
+                kind="model_error",
+                message=str(err),
+                http_status=err.status,
+            )
+        except ProducerError:
+            raise
+        except Exception as exc:  # the solver is user code: anything it raises is its error
+            if not self.degrade_solver_errors:
+                raise SolverError(f"solver failed on {sample.id} epoch {epoch}: {exc}") from exc
+            message = f"{type(exc).__name__}: {exc}"
+            return degraded_record(
+                run,
+                sample,
+                epoch,
+                value=ScoreValue.S,
+                kind="solver_error",
+                message=message,
+                http_status=None,
+            )
+        scored = self.benchmark.score(sample, completion.text)
+        prompt = self.benchmark.messages(sample)
+        return completed_record(
+            run, sample, epoch, prompt=prompt, completion=completion, scored=scored
+        )
+
+    async def _persist_degraded(self) -> None:
+        # Only now that every pair has settled, and one at a time, so a degraded record can
+        # never shadow a later success of the same key. A failed degraded write fails the
+        # run too: fail-closed on purpose, so a successful run means every record is durable.
+        self.deferred.sort(key=lambda record: (record.sample_index, record.epoch))
+        for record in self.deferred:
+            await self.policy.write(self.store, record)
+
+    def _advance(self, degraded: bool) -> None:
+        p = self.progress
+        self.progress = Progress(p.total, p.done + 1, p.skipped, p.degraded + degraded)
+        self._report()
+
+    def _report(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.progress)
+
+
+def _select(samples: Sequence[Sample], sample_range: tuple[int, int] | None) -> list[Sample]:
+    if sample_range is None:
+        return list(samples)
+    start, end = sample_range
+    if not 0 <= start < end:
+        raise ValueError(f"sample range must satisfy 0 <= start < end, got {start}:{end}")
+    return [sample for sample in samples if start <= sample.index < end]
+
+
+def _pairs(samples: Sequence[Sample], epochs: int) -> Iterator[tuple[Sample, int]]:
+    """The sample stream with epoch as the inner loop."""
+    for sample in samples:
+        for epoch in range(epochs):
+            yield sample, epoch
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error that failed the run, preferring our own over cancellations."""
+    leaves: list[BaseException] = []
+
+    def collect(error: BaseException) -> None:
+        if isinstance(error, BaseExceptionGroup):
+            for inner in error.exceptions:
+                collect(inner)
+        else:
+            leaves.append(error)
+
+    collect(group)
+    ours = [error for error in leaves if isinstance(error, ResultLogError)]
+    return (ours or leaves)[0]

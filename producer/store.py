@@ -1,0 +1,163 @@
+"""Result stores: where a worker makes each finished (sample, epoch) durable."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from consumers import read_run_records, with_logger
+from producer.errors import PersistenceError
+from schemas import Codec, RunKey, SampleResult, partition_for
+
+__all__ = ["KafkaResultStore", "NoopResultStore", "ResultStore"]
+
+_CONNECT_TIMEOUT_S = 15.0
+
+
+class ResultStore(Protocol):
+    """Durable per-(sample, epoch) records of runs."""
+
+    async def write(self, record: SampleResult) -> None:
+        """Return only once the record is durable; raise PersistenceError otherwise."""
+        ...
+
+    async def load(self, run_key: RunKey) -> list[SampleResult]:
+        """The latest record of every (sample, epoch) of the run key."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources after making every write durable."""
+        ...
+
+
+class NoopResultStore:
+    """Keeps nothing: runs without persistence evaluate everything every time."""
+
+    async def write(self, record: SampleResult) -> None:
+        """Accept and forget the record."""
+
+    async def load(self, run_key: RunKey) -> list[SampleResult]:
+        """Nothing was ever stored."""
+        return []
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+class KafkaResultStore:
+    """Writes records to the compacted results topic, one partition per run key."""
+
+    def __init__(
+        self,
+        client_config: Mapping[str, Any],
+        topic: str,
+        *,
+        codec: Codec | None = None,
+        delivery_timeout_ms: int = 30_000,
+    ) -> None:
+        self.topic = topic
+        self._client_config = dict(client_config)
+        self._codec = codec or Codec()
+        self._producer = Producer(
+            with_logger(
+                client_config,
+                **{
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "compression.type": "zstd",
+                    "linger.ms": 5,
+                    "message.timeout.ms": delivery_timeout_ms,
+                },
+            )
+        )
+        self._partitions = self._partition_count()
+        self._closing = threading.Event()
+        # Delivery reports are only served from poll()/flush(): a thread keeps polling.
+        self._poller = threading.Thread(target=self._poll_loop, name="resultlog-poll", daemon=True)
+        self._poller.start()
+
+    async def write(self, record: SampleResult) -> None:
+        """Produce the record and wait for the broker's acknowledgement (acks=all)."""
+        loop = asyncio.get_running_loop()
+        delivered: asyncio.Future[None] = loop.create_future()
+
+        def on_delivery(error: KafkaError | None, _message: Message) -> None:
+            loop.call_soon_threadsafe(_settle, delivered, error, record)
+
+        value = self._codec.encode_sample_result(record, self.topic)
+        try:
+            self._producer.produce(
+                self.topic,
+                key=record.key,
+                value=value,
+                partition=partition_for(record.run_key, self._partitions),
+                on_delivery=on_delivery,
+            )
+        except (KafkaException, BufferError) as exc:
+            raise _persistence_error(record, _reason(exc), len(value)) from exc
+        await delivered
+
+    async def load(self, run_key: RunKey) -> list[SampleResult]:
+        """Read the run key's latest records (in a thread: the read blocks)."""
+        records, _ = await asyncio.to_thread(
+            read_run_records, self._client_config, self.topic, run_key, self._codec
+        )
+        return records
+
+    async def close(self) -> None:
+        """Flush what is in flight and stop the poll thread."""
+        await asyncio.to_thread(self._producer.flush, 30)
+        self._closing.set()
+        self._poller.join()
+
+    def _poll_loop(self) -> None:
+        while not self._closing.is_set():
+            self._producer.poll(0.05)
+
+    def _partition_count(self) -> int:
+        try:
+            metadata = self._producer.list_topics(self.topic, timeout=_CONNECT_TIMEOUT_S)
+        except KafkaException as exc:
+            servers = self._client_config.get("bootstrap.servers")
+            raise PersistenceError(f"cannot reach Kafka at {servers}: {_reason(exc)}") from exc
+        topic = metadata.topics.get(self.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            raise PersistenceError(
+                f"topic {self.topic} does not exist; run `resultlog topics create`"
+            )
+        return len(topic.partitions)
+
+
+def _settle(
+    delivered: asyncio.Future[None], error: KafkaError | None, record: SampleResult
+) -> None:
+    if delivered.done():
+        return
+    if error is None:
+        delivered.set_result(None)
+    else:
+        delivered.set_exception(_persistence_error(record, error.str(), None, error))
+
+
+def _persistence_error(
+    record: SampleResult, reason: str, size: int | None, error: KafkaError | None = None
+) -> PersistenceError:
+    where = f"sample {record.sample_id} epoch {record.epoch}"
+    too_large = error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    if too_large or "too large" in reason.lower():
+        size_text = f" ({size} bytes)" if size is not None else ""
+        return PersistenceError(
+            f"record for {where}{size_text} is larger than the broker accepts: {reason}",
+            retriable=False,
+        )
+    return PersistenceError(f"writing {where} failed: {reason}")
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, KafkaException) and isinstance(exc.args[0], KafkaError):
+        return str(exc.args[0].str())
+    return str(exc)

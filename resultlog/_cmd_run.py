@@ -1,0 +1,141 @@
+"""Handlers of `resultlog run` and `resultlog status`: the worker side of the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from consumers import ResumeState, read_run_records
+from producer import (
+    KafkaResultStore,
+    ModelClient,
+    ModelServer,
+    RunResult,
+    limit_samples,
+    model_server,
+    model_solver,
+    resolve_benchmark,
+    run_benchmark,
+)
+from resultlog._console import ProgressBar, print_summary
+from resultlog._validate import parse_range, positive_int, run_key_part
+from resultlog.errors import CliError
+from resultlog.settings import Settings
+from schemas import Codec, RunKey
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    """Add `run` and `status` to the command line."""
+    run = commands.add_parser("run", help="run a benchmark, persisting every (sample, epoch)")
+    run.add_argument("benchmark", help="a built-in name (arith) or a JSONL file")
+    run.add_argument("--model", required=True, type=run_key_part("model"))
+    run.add_argument("--run-id", required=True, type=run_key_part("run id"))
+    run.add_argument("--epochs", type=positive_int("epochs", 1000), default=1)
+    run.add_argument("--limit", type=positive_int("limit", 10_000_000), default=None)
+    run.add_argument("--range", dest="sample_range", type=parse_range, default=None, help="A:B")
+    run.add_argument("--concurrency", type=positive_int("concurrency", 1024), default=8)
+    run.add_argument("--base-url", default=None, help="OpenAI-compatible URL ending in /v1")
+    run.add_argument("--degrade-solver-errors", action="store_true")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.set_defaults(handler=run_command)
+
+    status = commands.add_parser("status", help="the resume view of a run")
+    _run_key_arguments(status)
+    status.add_argument("--epochs", type=positive_int("epochs", 1000), default=None)
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(handler=status_command)
+
+    server = commands.add_parser("model-server", help="serve the offline model until stopped")
+    model_server.add_arguments(server)
+    server.set_defaults(handler=model_server.serve)
+
+
+def _run_key_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run-id", required=True, type=run_key_part("run id"))
+    parser.add_argument("--benchmark", required=True, type=run_key_part("benchmark"))
+    parser.add_argument("--model", required=True, type=run_key_part("model"))
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run (or resume) a benchmark and print its summary."""
+    settings = Settings()
+    benchmark = resolve_benchmark(args.benchmark)
+    if args.limit is not None:
+        benchmark = limit_samples(benchmark, args.limit)
+    result = asyncio.run(_run(args, settings, benchmark))
+    if args.json:
+        print(result.summary.model_dump_json(exclude_none=False))
+    else:
+        print_summary(result.summary, skipped=result.skipped, evaluated=result.evaluated)
+    return 0
+
+
+async def _run(args: argparse.Namespace, settings: Settings, benchmark: object) -> RunResult:
+    codec = Codec(settings.schema_registry_url, settings.registry_config())
+    store = KafkaResultStore(settings.client_config(), settings.results_topic, codec=codec)
+    try:
+        with _endpoint(args.base_url) as base_url, ProgressBar(enabled=not args.json) as bar:
+            async with ModelClient(base_url, settings.api_key) as client:
+                return await run_benchmark(
+                    benchmark,  # type: ignore[arg-type]
+                    args.model,
+                    run_id=args.run_id,
+                    solver=model_solver(client, args.model),
+                    epochs=args.epochs,
+                    store=store,
+                    max_concurrency=args.concurrency,
+                    sample_range=args.sample_range,
+                    degrade_solver_errors=args.degrade_solver_errors,
+                    on_progress=bar.update,
+                )
+    finally:
+        await store.close()
+
+
+@contextlib.contextmanager
+def _endpoint(base_url: str | None) -> Iterator[str]:
+    """The model endpoint: the given URL, or an embedded offline server for the run."""
+    if base_url is not None:
+        if not base_url.startswith(("http://", "https://")):
+            raise CliError(f"--base-url must be an http(s) URL ending in /v1, got {base_url!r}")
+        yield base_url
+        return
+    with ModelServer() as server:
+        yield server.base_url
+
+
+def status_command(args: argparse.Namespace) -> int:
+    """Print the resume view of a run key: what a re-run would skip and retry."""
+    settings = Settings()
+    run_key = RunKey(args.run_id, args.benchmark, args.model)
+    codec = Codec(settings.schema_registry_url, settings.registry_config())
+    records, undecodable = read_run_records(
+        settings.client_config(), settings.results_topic, run_key, codec
+    )
+    epochs = args.epochs or max((r.epochs for r in records), default=1)
+    state = ResumeState.of(records, epochs, undecodable)
+    expected = max((r.dataset_size * r.epochs for r in records if r.dataset_size), default=None)
+    view = {
+        "run_id": run_key.run_id,
+        "benchmark_id": run_key.benchmark_id,
+        "model": run_key.model,
+        "records": len(records),
+        "expected_records": expected,
+        "completed": len(state.seeds),
+        "degraded": len(state.degraded),
+        "skip_list": len(state.skip_list),
+        "out_of_range": state.out_of_range,
+        "undecodable": state.undecodable,
+    }
+    if args.json:
+        print(json.dumps(view))
+    else:
+        for name, value in view.items():
+            print(f"{name:>16}: {value}")
+    return 0

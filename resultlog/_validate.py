@@ -1,0 +1,55 @@
+"""Argument types of the command line: each rejects bad input with a message naming it."""
+
+from __future__ import annotations
+
+import argparse
+import unicodedata
+from collections.abc import Callable
+
+__all__ = ["parse_range", "positive_int", "run_key_part"]
+
+_MAX_PART = 256
+
+
+def positive_int(name: str, maximum: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [1, maximum]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if not 1 <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{name} must be between 1 and {maximum}, got {value}")
+        return value
+
+    return parse
+
+
+def run_key_part(name: str) -> Callable[[str], str]:
+    """An argparse type: a run key part (printable, no surrounding space, at most 256 chars)."""
+
+    def parse(text: str) -> str:
+        if not text or text != text.strip():
+            raise argparse.ArgumentTypeError(f"{name} must be non-empty without outer spaces")
+        if len(text) > _MAX_PART:
+            raise argparse.ArgumentTypeError(f"{name} is longer than {_MAX_PART} characters")
+        if any(unicodedata.category(char).startswith("C") for char in text):
+            raise argparse.ArgumentTypeError(f"{name} contains a control character")
+        return text
+
+    return parse
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    """An argparse type: `A:B`, a half-open range of absolute sample indexes, 0 <= A < B."""
+    start, sep, end = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        bounds = int(start), int(end)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"range must look like A:B, got {text!r}") from None
+    if not 0 <= bounds[0] < bounds[1]:
+        raise argparse.ArgumentTypeError(f"range must satisfy 0 <= A < B, got {text!r}")
+    return bounds

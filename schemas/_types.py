@@ -1,0 +1,92 @@
+"""Constrained field types and the frozen base model shared by every record model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Annotated, Final
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+)
+
+FORMAT_VERSION: Final = 1
+"""The record semantics version this code writes and the only one it reads."""
+
+SUPPORTED_FORMAT_VERSIONS: Final = frozenset({FORMAT_VERSION})
+
+_MAX_LONG = 2**63 - 1
+
+
+TRUSTED_JSON: Final[Mapping[str, bool]] = MappingProxyType({"trusted_json": True})
+"""Validation context of the decoder: JSON-text fields are opaque Avro strings there.
+
+Their well-formedness is checked where a record is built; re-parsing every blob on every
+decode would make decoding cost grow with the size of trajectories and metadata.
+"""
+
+
+class Frozen(BaseModel):
+    """Immutable model that rejects unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _json_text(value: str, info: ValidationInfo) -> str:
+    """Accept only well-formed JSON text (checked where records are built, see TRUSTED_JSON)."""
+    if info.context is TRUSTED_JSON:
+        return value
+    try:
+        json.loads(value)
+    except ValueError as exc:
+        raise ValueError(f"must be JSON text: {exc}") from exc
+    return value
+
+
+def _utc_millis(value: datetime) -> datetime:
+    """Normalise to UTC and truncate to whole milliseconds, the wire precision."""
+    if value.tzinfo is UTC and not value.microsecond % 1000:
+        return value
+    value = value.astimezone(UTC)
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+Count = Annotated[int, Strict(), Field(ge=0, le=_MAX_LONG)]
+"""A non-negative Avro long; bools and numeric strings are refused."""
+
+PositiveCount = Annotated[int, Strict(), Field(ge=1, le=_MAX_LONG)]
+HttpStatus = Annotated[int, Strict(), Field(ge=100, le=599)]
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+JsonText = Annotated[str, AfterValidator(_json_text)]
+"""Free-form content carried as JSON text (Avro string)."""
+
+Real = Annotated[float, Field(allow_inf_nan=False)]
+NonNegativeReal = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Timestamp = Annotated[AwareDatetime, AfterValidator(_utc_millis)]
+"""A timezone-aware instant, normalised to UTC with millisecond precision."""
+
+Metrics = dict[str, Real]
+
+__all__ = [
+    "FORMAT_VERSION",
+    "SUPPORTED_FORMAT_VERSIONS",
+    "TRUSTED_JSON",
+    "Count",
+    "Frozen",
+    "HttpStatus",
+    "JsonText",
+    "Metrics",
+    "NonEmptyStr",
+    "NonNegativeReal",
+    "PositiveCount",
+    "Real",
+    "Timestamp",
+]

@@ -1,0 +1,265 @@
+"""Avro codec: records to bytes and back, in single-object or Confluent registry framing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from io import BytesIO
+from typing import Any, Generic, Self, TypeVar, cast
+
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from fastavro import schemaless_reader, schemaless_writer
+from fastavro.read import SchemaResolutionError
+from pydantic import ValidationError
+
+from schemas._catalog import (
+    MODEL_VERSIONS,
+    RUN_SUMMARY,
+    SAMPLE_RESULT,
+    SchemaCatalog,
+    SchemaVersion,
+    shipped_catalog,
+)
+from schemas._registry import Registry, SchemaNotFoundError
+from schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
+from schemas.errors import DecodeError, SchemaError, UnknownFormatVersionError, UnknownSchemaError
+from schemas.models import SampleResult
+from schemas.summary import RunSummary
+
+SINGLE_OBJECT_MAGIC = b"\xc3\x01"
+REGISTRY_MAGIC = 0
+_SINGLE_OBJECT_HEADER = 10
+_REGISTRY_HEADER = 5
+
+ModelT = TypeVar("ModelT", SampleResult, RunSummary)
+Where = tuple[str | None, int | None, int | None]
+
+
+class WireFormat(StrEnum):
+    """How a value is framed on the wire."""
+
+    SINGLE_OBJECT = "single-object"
+    REGISTRY = "registry"
+
+
+def _fail(cls: type[DecodeError], reason: str, raw: bytes | None, where: Where) -> DecodeError:
+    """A located decode error."""
+    topic, partition, offset = where
+    return cls(reason, raw, topic=topic, partition=partition, offset=offset)
+
+
+def _label(version: SchemaVersion) -> str:
+    """How error messages name a schema version."""
+    origin = "from the registry" if version.version == 0 else f"v{version.version}"
+    return f"{version.name} {origin} ({version.fingerprint.hex()})"
+
+
+def _as_bytes(raw: bytes | bytearray | memoryview | None, where: Where) -> bytes:
+    """Normalise a Kafka value to bytes, rejecting empty ones."""
+    if type(raw) is bytes and raw:
+        return raw
+    if raw is None:
+        raise _fail(DecodeError, "empty value (tombstone or null)", None, where)
+    if not isinstance(raw, bytes):
+        if not isinstance(raw, bytearray | memoryview):
+            reason = f"value must be bytes, got {type(raw).__name__}"
+            raise _fail(DecodeError, reason, None, where)
+        raw = bytes(raw)
+    if not raw:
+        raise _fail(DecodeError, "empty value (0 bytes)", raw, where)
+    return raw
+
+
+class _RecordCodec(Generic[ModelT]):
+    """Encoding and decoding of one record type against its current reader schema."""
+
+    def __init__(self, catalog: SchemaCatalog, name: str, model: type[ModelT]) -> None:
+        self.name = name
+        self.model: type[ModelT] = model
+        self.reader = catalog.get(name, MODEL_VERSIONS[name])
+        self.header = SINGLE_OBJECT_MAGIC + self.reader.fingerprint
+        # model_validate minus its Python wrapper: same validation, one call less per record.
+        self._validate = model.__pydantic_validator__.validate_python
+        self._catalog = catalog
+
+    def encode(self, record: ModelT, registry: Registry | None, topic: str | None) -> bytes:
+        """Frame and serialize a validated record."""
+        if not isinstance(record, self.model):
+            raise TypeError(f"expected {self.model.__name__}, got {type(record).__name__}")
+        buf = BytesIO()
+        buf.write(self.header if registry is None else self._registry_header(registry, topic))
+        try:
+            schemaless_writer(buf, self.reader.parsed, record.model_dump())
+        except Exception as exc:
+            raise SchemaError(f"cannot encode {self.name}: {exc}") from exc
+        return buf.getvalue()
+
+    def _registry_header(self, registry: Registry, topic: str | None) -> bytes:
+        """Magic byte 0 and the big-endian schema id registered for the topic."""
+        if not topic:
+            raise SchemaError("registry framing needs the topic (subject <topic>-value)")
+        schema_id = registry.schema_id(topic, self.reader)
+        return bytes((REGISTRY_MAGIC,)) + schema_id.to_bytes(4, "big")
+
+    def decode(self, raw: bytes, registry: Registry | None, where: Where) -> ModelT:
+        """Unframe, read into the reader schema, check the version, validate the contract."""
+        if raw[:_SINGLE_OBJECT_HEADER] == self.header:  # the hot path: our own current schema
+            writer, start = self.reader, _SINGLE_OBJECT_HEADER
+        else:
+            writer, start = self._writer(raw, registry, where)
+        datum = self._read(raw, start, writer, where)
+        version = datum.get("format_version")
+        if version not in SUPPORTED_FORMAT_VERSIONS:
+            known = ", ".join(map(str, sorted(SUPPORTED_FORMAT_VERSIONS)))
+            reason = f"unknown format_version {version!r} (this reader knows {known})"
+            raise _fail(UnknownFormatVersionError, reason, raw, where)
+        try:
+            return cast(ModelT, self._validate(datum, context=TRUSTED_JSON))
+        except ValidationError as exc:
+            reason = f"{self.name} violates the contract: {exc}"
+            raise _fail(DecodeError, reason, raw, where) from exc
+
+    def _writer(
+        self, raw: bytes, registry: Registry | None, where: Where
+    ) -> tuple[SchemaVersion, int]:
+        """The writer schema named by the frame header, and where the body starts."""
+        if raw.startswith(SINGLE_OBJECT_MAGIC):
+            return self._by_fingerprint(raw, where), _SINGLE_OBJECT_HEADER
+        if raw[0] == REGISTRY_MAGIC:
+            return self._by_schema_id(raw, registry, where), _REGISTRY_HEADER
+        reason = f"unrecognised framing: first byte 0x{raw[0]:02x} (expected 0xc3 0x01 or 0x00)"
+        raise _fail(DecodeError, reason, raw, where)
+
+    def _by_fingerprint(self, raw: bytes, where: Where) -> SchemaVersion:
+        """Find a single-object writer schema among the shipped versions."""
+        if len(raw) < _SINGLE_OBJECT_HEADER:
+            reason = f"truncated single-object header ({len(raw)} of 10 bytes)"
+            raise _fail(DecodeError, reason, raw, where)
+        fingerprint = raw[2:_SINGLE_OBJECT_HEADER]
+        writer = self._catalog.by_fingerprint(fingerprint)
+        if writer is None:
+            reason = f"unknown schema fingerprint {fingerprint.hex()} (not a shipped version)"
+            raise _fail(UnknownSchemaError, reason, raw, where)
+        return self._check_name(writer, f"fingerprint {fingerprint.hex()}", raw, where)
+
+    def _by_schema_id(self, raw: bytes, registry: Registry | None, where: Where) -> SchemaVersion:
+        """Find a registry-framed writer schema by id."""
+        if len(raw) < _REGISTRY_HEADER:
+            reason = f"truncated registry header ({len(raw)} of 5 bytes)"
+            raise _fail(DecodeError, reason, raw, where)
+        schema_id = int.from_bytes(raw[1:_REGISTRY_HEADER], "big")
+        if registry is None:
+            reason = f"registry-framed value (schema id {schema_id}) but no registry is configured"
+            raise _fail(UnknownSchemaError, reason, raw, where)
+        try:
+            writer = registry.writer(schema_id)
+        except SchemaNotFoundError as exc:
+            raise _fail(UnknownSchemaError, str(exc), raw, where) from exc
+        writer = self._catalog.by_fingerprint(writer.fingerprint) or writer
+        return self._check_name(writer, f"schema id {schema_id}", raw, where)
+
+    def _check_name(
+        self, writer: SchemaVersion, label: str, raw: bytes, where: Where
+    ) -> SchemaVersion:
+        """Refuse bytes of another record type (e.g. a RunSummary read as a SampleResult)."""
+        if writer.name != self.name:
+            reason = f"{label} is a {writer.name} schema, expected {self.name}"
+            raise _fail(UnknownSchemaError, reason, raw, where)
+        return writer
+
+    def _read(self, raw: bytes, start: int, writer: SchemaVersion, where: Where) -> dict[str, Any]:
+        """Read the Avro body, resolving an older or newer writer into the reader schema."""
+        buf = BytesIO(raw)
+        buf.seek(start)
+        reader = None if writer is self.reader else self.reader.parsed
+        try:
+            datum = schemaless_reader(buf, writer.parsed, reader)
+        except SchemaResolutionError as exc:
+            reason = (
+                f"writer schema {_label(writer)} cannot be read as {_label(self.reader)}: {exc}"
+            )
+            raise _fail(UnknownSchemaError, reason, raw, where) from exc
+        except Exception as exc:
+            reason = f"malformed Avro body: {type(exc).__name__}: {exc}"
+            raise _fail(DecodeError, reason, raw, where) from exc
+        if buf.tell() != len(raw):
+            reason = f"{len(raw) - buf.tell()} trailing bytes after the Avro body"
+            raise _fail(DecodeError, reason, raw, where)
+        if not isinstance(datum, dict):
+            raise _fail(DecodeError, "Avro body is not a record", raw, where)
+        return datum
+
+
+class Codec:
+    """Encodes and decodes SampleResult and RunSummary values.
+
+    Without a registry, values are written in Avro single-object encoding; with one, in the
+    Confluent framing (magic 0, schema id). Decoding recognises both framings either way.
+    """
+
+    def __init__(
+        self,
+        registry_url: str | None = None,
+        registry_config: Mapping[str, Any] | None = None,
+        *,
+        registry_client: SchemaRegistryClient | None = None,
+        catalog: SchemaCatalog | None = None,
+    ) -> None:
+        catalog = catalog or shipped_catalog()
+        self._registry: Registry | None = None
+        self._owns_client = False
+        if registry_client is not None:
+            self._registry = Registry(registry_client)
+        elif registry_url:
+            self._registry = Registry.from_url(registry_url, registry_config)
+            self._owns_client = True
+        self._samples = _RecordCodec(catalog, SAMPLE_RESULT, SampleResult)
+        self._summaries = _RecordCodec(catalog, RUN_SUMMARY, RunSummary)
+
+    def close(self) -> None:
+        """Close the registry client if this codec created it (a passed-in one is the caller's)."""
+        if self._registry is not None and self._owns_client:
+            self._registry.client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def wire_format(self) -> WireFormat:
+        """The framing this codec writes."""
+        return WireFormat.SINGLE_OBJECT if self._registry is None else WireFormat.REGISTRY
+
+    def encode_sample_result(self, record: SampleResult, topic: str | None = None) -> bytes:
+        """Serialize a record; `topic` names the registry subject and is required with one."""
+        return self._samples.encode(record, self._registry, topic)
+
+    def decode_sample_result(
+        self,
+        raw: bytes | bytearray | memoryview | None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> SampleResult:
+        """Deserialize and validate a record; any failure is a DecodeError carrying the bytes."""
+        where = (topic, partition, offset)
+        return self._samples.decode(_as_bytes(raw, where), self._registry, where)
+
+    def encode_run_summary(self, summary: RunSummary, topic: str | None = None) -> bytes:
+        """Serialize a summary; `topic` names the registry subject and is required with one."""
+        return self._summaries.encode(summary, self._registry, topic)
+
+    def decode_run_summary(
+        self,
+        raw: bytes | bytearray | memoryview | None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> RunSummary:
+        """Deserialize and validate a summary; any failure is a DecodeError carrying the bytes."""
+        where = (topic, partition, offset)
+        return self._summaries.decode(_as_bytes(raw, where), self._registry, where)

@@ -1,0 +1,118 @@
+"""Kafka keys and partitions: how a record or run key is laid out in bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from urllib.parse import quote, unquote_to_bytes
+
+from schemas.errors import KeyDecodeError
+from schemas.runkey import InvalidRunKeyError, RunKey
+
+_SEP = "/"
+_MAX_LONG = 2**63 - 1
+# A canonical part: only RFC 3986 unreserved bytes and upper-case %XX escapes.
+_PART = re.compile(r"(?:[A-Za-z0-9\-._~]|%[0-9A-F]{2})+")
+_INDEX = re.compile(r"0|[1-9][0-9]*")
+
+
+def _quote(part: str) -> str:
+    """Percent-encode every byte of the UTF-8 part except RFC 3986 unreserved ones."""
+    return quote(part, safe="")
+
+
+def encode_run_key(run_key: RunKey) -> bytes:
+    """The run-summaries topic key: `run_id/benchmark_id/model`, each part percent-encoded."""
+    parts = (run_key.run_id, run_key.benchmark_id, run_key.model)
+    return _SEP.join(map(_quote, parts)).encode("ascii")
+
+
+def run_key_prefix(run_key: RunKey) -> bytes:
+    """The byte prefix shared by every sample-results key of this run key (ends in `/`)."""
+    return encode_run_key(run_key) + b"/"
+
+
+def encode_key(run_key: RunKey, sample_index: int, epoch: int) -> bytes:
+    """The sample-results topic key: `run_id/benchmark_id/model/sample_index/epoch`."""
+    _check_index("sample_index", sample_index)
+    _check_index("epoch", epoch)
+    return run_key_prefix(run_key) + f"{sample_index}/{epoch}".encode("ascii")
+
+
+def decode_key(raw: bytes) -> tuple[RunKey, int, int]:
+    """Parse a sample-results key into (run key, sample_index, epoch)."""
+    parts = _split(raw, 5)
+    run_key = _run_key(raw, parts[:3])
+    return run_key, _index(raw, "sample_index", parts[3]), _index(raw, "epoch", parts[4])
+
+
+def decode_run_key(raw: bytes) -> RunKey:
+    """Parse a run-summaries key into its run key."""
+    return _run_key(raw, _split(raw, 3))
+
+
+def partition_for(run_key: RunKey, num_partitions: int) -> int:
+    """The partition of every record of this run key: stable across processes and versions."""
+    if isinstance(num_partitions, bool) or not isinstance(num_partitions, int):
+        raise TypeError("num_partitions must be an int")
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    digest = hashlib.blake2b(encode_run_key(run_key), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % num_partitions
+
+
+def _check_index(name: str, value: int) -> None:
+    """Reject an index that is not a non-negative Avro long."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value <= _MAX_LONG:
+        raise ValueError(f"{name} must be in [0, 2**63), got {value}")
+
+
+def _split(raw: bytes, count: int) -> list[str]:
+    """Split an ASCII key into exactly `count` parts."""
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raise KeyDecodeError(f"key must be bytes, got {type(raw).__name__}", None)
+    raw = bytes(raw)
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise KeyDecodeError("key has non-ASCII bytes (not percent-encoded)", raw) from None
+    parts = text.split(_SEP)
+    if len(parts) != count:
+        raise KeyDecodeError(f"key has {len(parts)} '/'-separated parts, expected {count}", raw)
+    return parts
+
+
+def _run_key(raw: bytes, parts: list[str]) -> RunKey:
+    """Decode the three percent-encoded run key parts."""
+    names = ("run_id", "benchmark_id", "model")
+    values = [_unquote(raw, name, part) for name, part in zip(names, parts, strict=True)]
+    try:
+        return RunKey(*values)
+    except InvalidRunKeyError as exc:
+        raise KeyDecodeError(str(exc), raw) from exc
+
+
+def _unquote(raw: bytes, name: str, part: str) -> str:
+    """Strictly decode one part; only the canonical encoding of a UTF-8 string is accepted."""
+    if not _PART.fullmatch(part):
+        raise KeyDecodeError(f"{name} {part!r} is empty or has a bad percent-escape", raw)
+    try:
+        value = unquote_to_bytes(part).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise KeyDecodeError(f"{name} {part!r} is not percent-encoded UTF-8", raw) from exc
+    # Non-canonical spellings (e.g. %41 for A) would be a second key for the same record.
+    if _quote(value) != part:
+        raise KeyDecodeError(f"{name} {part!r} is not canonically percent-encoded", raw)
+    return value
+
+
+def _index(raw: bytes, name: str, part: str) -> int:
+    """Decode a canonical non-negative decimal integer part."""
+    if not _INDEX.fullmatch(part):
+        raise KeyDecodeError(f"{name} {part!r} is not a non-negative decimal integer", raw)
+    value = int(part)
+    if value > _MAX_LONG:
+        raise KeyDecodeError(f"{name} {part} does not fit a long", raw)
+    return value

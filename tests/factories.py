@@ -1,0 +1,70 @@
+"""Builders of valid records for tests (not fixtures: plain functions)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from schemas import (
+    RecordError,
+    RecordStatus,
+    RunKey,
+    SampleResult,
+    Score,
+    ScoreValue,
+    Usage,
+)
+
+RUN_KEY = RunKey("run-1", "arith", "openai/gpt-4o")
+_EPOCH0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def make_record(
+    sample_index: int,
+    epoch: int,
+    value: str = "C",
+    *,
+    run_key: RunKey = RUN_KEY,
+    epochs: int = 3,
+    dataset_size: int | None = 100,
+    degraded: bool = False,
+    metrics: dict[str, float] | None = None,
+    tokens: int = 10,
+    cost: float = 0.001,
+    generation_time_ms: int = 20,
+    created_offset_ms: int = 0,
+    **overrides: Any,
+) -> SampleResult:
+    """A valid SampleResult for (sample_index, epoch) with a realistic payload."""
+    usage = None
+    error = None
+    if degraded:
+        error = RecordError(kind="model_error", message="HTTP 429", http_status=429)
+    else:
+        usage = Usage(
+            input_tokens=tokens,
+            output_tokens=tokens // 2,
+            total_tokens=tokens + tokens // 2,
+            reasoning_tokens=1,
+            total_cost=cost,
+        )
+    fields: dict[str, Any] = {
+        "run_id": run_key.run_id,
+        "benchmark_id": run_key.benchmark_id,
+        "model": run_key.model,
+        "sample_id": f"q{sample_index}",
+        "sample_index": sample_index,
+        "epoch": epoch,
+        "epochs": epochs,
+        "dataset_size": dataset_size,
+        "status": RecordStatus.DEGRADED if degraded else RecordStatus.COMPLETED,
+        "score": Score(value=ScoreValue(value), answer="42", metrics=metrics or {}),
+        "input": f"What is {sample_index} + 1?",
+        "target": str(sample_index + 1),
+        "usage": usage,
+        "generation_time_ms": None if degraded else generation_time_ms,
+        "error": error,
+        "created_at": _EPOCH0 + timedelta(milliseconds=created_offset_ms),
+    }
+    fields.update(overrides)
+    return SampleResult(**fields)

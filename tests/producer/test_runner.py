@@ -1,0 +1,323 @@
+"""The runner against a real broker and the offline model server: the original resume tests."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from consumers import fold, read_run_records
+from producer._retry import WritePolicy
+from producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith
+from producer.errors import PersistenceError, SolverError
+from producer.model_client import Completion, ModelClient
+from producer.model_server import Behavior, ModelServer
+from producer.runner import RunResult, model_solver, run_benchmark
+from producer.store import KafkaResultStore, NoopResultStore
+from resultlog.settings import Settings
+from schemas import Codec, RunKey, SampleResult, ScoreValue, partition_for
+
+MODEL = "offline/arith-1"
+FAST_WRITES = WritePolicy(initial_delay_s=0.01, rng=random.Random(7))
+
+
+def small(n: int = 12) -> StaticBenchmark:
+    """The first n arith questions, as their own benchmark."""
+    full = arith()
+    return StaticBenchmark("arith", full.items[:n], full.scorer, full.system_prompt)
+
+
+async def run(
+    benchmark: Benchmark,
+    client: ModelClient,
+    store: object,
+    run_id: str,
+    **options: object,
+) -> RunResult:
+    return await run_benchmark(
+        benchmark,
+        MODEL,
+        run_id=run_id,
+        solver=model_solver(client, MODEL),
+        store=store,  # type: ignore[arg-type]
+        write_policy=options.pop("write_policy", FAST_WRITES),  # type: ignore[arg-type]
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def topic_log(settings: Settings, run_key: RunKey) -> list[SampleResult]:
+    """Every record of the run key's partition, in offset order."""
+    codec = Codec()
+    consumer = Consumer(
+        {**settings.client_config(), "group.id": "inspect", "enable.partition.eof": True}
+    )
+    partition = partition_for(run_key, settings.partitions)
+    consumer.assign([TopicPartition(settings.results_topic, partition, 0)])
+    records: list[SampleResult] = []
+    while True:
+        message = consumer.poll(10)
+        assert message is not None, "no end of partition within 10 s"
+        if message.error() is not None:
+            break
+        records.append(codec.decode_sample_result(message.value()))
+    consumer.close()
+    return [r for r in records if r.run_key == run_key]
+
+
+def comparable(result: RunResult) -> dict[str, object]:
+    """A summary without its run id and wall-clock time, to compare two separate runs."""
+    return result.summary.model_dump(exclude={"run_id", "as_of", "generation_time_ms"})
+
+
+async def test_one_record_per_pair_with_usage_and_generation_time(
+    settings: Settings, kafka_store: KafkaResultStore, model_client: ModelClient
+) -> None:
+    result = await run(small(5), model_client, kafka_store, "r1", epochs=2)
+    run_key = RunKey("r1", "arith", MODEL)
+    stored = topic_log(settings, run_key)
+    assert Counter((r.sample_index, r.epoch) for r in stored) == {
+        (i, e): 1 for i in range(5) for e in range(2)
+    }
+    for record in stored:
+        if not record.degraded:
+            assert record.usage is not None and record.usage.total_tokens > 0
+            assert record.generation_time_ms is not None
+    assert result.summary == fold(stored)
+    assert result.summary.records == 10
+
+
+async def test_stored_pairs_are_skipped_and_the_aggregate_equals_a_fresh_run(
+    kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
+) -> None:
+    fresh = await run(small(), model_client, NoopResultStore(), "fresh", epochs=3)
+    partial = await run(small(), model_client, kafka_store, "r2", epochs=3, sample_range=(0, 6))
+    before = model_server.request_counts()
+
+    resumed = await run(small(), model_client, kafka_store, "r2", epochs=3)
+
+    durable = {(r.sample_id, r.epoch) for r in partial.records if not r.degraded}
+    requested_again = {
+        pair for pair, n in model_server.request_counts().items() if n > before[pair]
+    }
+    assert durable and not durable & requested_again
+    assert resumed.skipped == len(durable)
+    assert comparable(resumed) == comparable(fresh)
+
+
+async def test_absolute_indexes_with_a_range(
+    settings: Settings, kafka_store: KafkaResultStore, model_client: ModelClient
+) -> None:
+    result = await run(small(), model_client, kafka_store, "r3", sample_range=(4, 8))
+    assert sorted(r.sample_index for r in result.records) == [4, 5, 6, 7]
+    assert {r.sample_id for r in result.records} == {f"arith-{i:04d}" for i in range(4, 8)}
+    assert all(r.dataset_size == 12 for r in result.records)
+    stored = topic_log(settings, RunKey("r3", "arith", MODEL))
+    assert sorted(r.sample_index for r in stored) == [4, 5, 6, 7]
+
+
+async def test_a_stored_epoch_outside_the_range_is_ignored(
+    kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
+) -> None:
+    first = await run(small(3), model_client, kafka_store, "r4", epochs=3)
+    degraded_before = {(r.sample_id, r.epoch) for r in first.records if r.degraded}
+    before = model_server.request_counts()
+
+    result = await run(small(3), model_client, kafka_store, "r4", epochs=2)
+
+    assert result.summary.records == 6
+    assert sorted({r.epoch for r in result.records}) == [0, 1]
+    requested_again = {p for p, n in model_server.request_counts().items() if n > before[p]}
+    assert requested_again <= degraded_before
+
+
+async def test_429s_give_degraded_skipped_outcomes_written_after_all_others(
+    settings: Settings,
+    kafka_store: KafkaResultStore,
+    model_client: ModelClient,
+    model_server: ModelServer,
+) -> None:
+    bench = small(6)
+    model_server.override(bench.items[0].id, 0, Behavior(status=429))
+    model_server.override(bench.items[3].id, 1, Behavior(status=500))
+    result = await run(bench, model_client, kafka_store, "r5", epochs=2)
+    degraded = {(r.sample_index, r.epoch) for r in result.records if r.degraded}
+    assert {(0, 0), (3, 1)} <= degraded
+    for record in result.records:
+        if (record.sample_index, record.epoch) in {(0, 0), (3, 1)}:
+            assert record.score.value is ScoreValue.S
+            assert record.error is not None and record.error.http_status in (429, 500)
+    stored = topic_log(settings, RunKey("r5", "arith", MODEL))
+    flags = [r.degraded for r in stored]
+    assert flags == sorted(flags), "a degraded record was written before a completed one"
+    assert result.summary.degraded_records == len(degraded)
+
+
+async def test_a_400_gives_a_degraded_incorrect_outcome(
+    kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
+) -> None:
+    bench = small(2)
+    model_server.override(bench.items[1].id, 0, Behavior(status=400))
+    result = await run(bench, model_client, kafka_store, "r400")
+    record = next(r for r in result.records if r.sample_index == 1)
+    assert record.degraded and record.score.value is ScoreValue.I
+
+
+async def test_a_401_fails_the_run_and_writes_no_degraded_record(
+    settings: Settings,
+    kafka_store: KafkaResultStore,
+    model_client: ModelClient,
+    model_server: ModelServer,
+) -> None:
+    bench = small(6)
+    model_server.override(bench.items[0].id, 0, Behavior(status=429))
+    model_server.override(bench.items[5].id, 0, Behavior(status=401))
+    with pytest.raises(Exception, match="401"):
+        await run(bench, model_client, kafka_store, "r401", max_concurrency=1)
+    assert not any(r.degraded for r in topic_log(settings, RunKey("r401", "arith", MODEL)))
+
+
+async def test_a_stored_degraded_record_is_re_run(
+    kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
+) -> None:
+    bench = small(3)
+    model_server.override(bench.items[1].id, 0, Behavior(status=429))
+    first = await run(bench, model_client, kafka_store, "r6")
+    assert first.summary.degraded_records == 1
+    model_server.clear_overrides()
+    before = model_server.request_count(bench.items[1].id, 0)
+
+    second = await run(bench, model_client, kafka_store, "r6")
+
+    assert model_server.request_count(bench.items[1].id, 0) == before + 1
+    assert second.skipped == 2 and second.evaluated == 1
+    assert second.summary.degraded_records == 0
+
+
+async def test_solver_errors_degrade_only_when_asked(kafka_store: KafkaResultStore) -> None:
+    async def broken(benchmark: Benchmark, sample: Sample) -> Completion:
+        raise RuntimeError(f"tool crashed on {sample.id}")
+
+    bench = small(2)
+    with pytest.raises(SolverError, match="tool crashed"):
+        await run_benchmark(bench, MODEL, run_id="r7", solver=broken, store=kafka_store)
+    result = await run_benchmark(
+        bench, MODEL, run_id="r7", solver=broken, store=kafka_store, degrade_solver_errors=True
+    )
+    assert all(r.degraded and r.score.value is ScoreValue.S for r in result.records)
+    assert result.summary.skipped_questions == 2
+
+
+async def test_a_slow_sample_does_not_block_other_writes(
+    settings: Settings,
+    kafka_store: KafkaResultStore,
+    model_client: ModelClient,
+    model_server: ModelServer,
+) -> None:
+    bench = small(8)
+    model_server.override(bench.items[0].id, 0, Behavior(delay_s=1.5))
+    await run(bench, model_client, kafka_store, "r8", max_concurrency=4)
+    stored = [r for r in topic_log(settings, RunKey("r8", "arith", MODEL)) if not r.degraded]
+    assert stored[-1].sample_index == 0, "the slow first sample should be written last"
+    assert len(stored) >= 7
+
+
+async def test_a_failing_resume_read_still_evaluates_everything(
+    settings: Settings, model_client: ModelClient
+) -> None:
+    class UnreadableStore(KafkaResultStore):
+        async def load(self, run_key: RunKey) -> list[SampleResult]:
+            raise PersistenceError("simulated unreadable log")
+
+    store = UnreadableStore(settings.client_config(), settings.results_topic)
+    try:
+        await run(small(3), model_client, store, "r9")
+        result = await run(small(3), model_client, store, "r9")
+    finally:
+        await store.close()
+    assert result.skipped == 0 and result.evaluated == 3
+
+
+class FlakyStore:
+    """The real Kafka store behind a switch that fails the first `failures` writes."""
+
+    def __init__(self, inner: KafkaResultStore, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+        self.attempts = 0
+
+    async def write(self, record: SampleResult) -> None:
+        self.attempts += 1
+        if self.attempts <= self.failures:
+            raise PersistenceError(f"simulated failure {self.attempts}")
+        await self.inner.write(record)
+
+    async def load(self, run_key: RunKey) -> list[SampleResult]:
+        return await self.inner.load(run_key)
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_write_that_fails_twice_then_succeeds(
+    settings: Settings, kafka_store: KafkaResultStore, model_client: ModelClient
+) -> None:
+    flaky = FlakyStore(kafka_store, failures=2)
+    result = await run(small(1), model_client, flaky, "r10")
+    assert flaky.attempts == 3
+    assert [r.sample_index for r in topic_log(settings, RunKey("r10", "arith", MODEL))] == [0]
+    assert result.summary.records == 1
+
+
+async def test_a_write_that_always_fails_rejects_the_run_after_4_attempts(
+    kafka_store: KafkaResultStore, model_client: ModelClient
+) -> None:
+    flaky = FlakyStore(kafka_store, failures=10**6)
+    with pytest.raises(PersistenceError, match="after 4 attempt"):
+        await run(small(1), model_client, flaky, "r11")
+    assert flaky.attempts == 4
+
+
+async def test_a_record_larger_than_the_broker_accepts_fails_clearly(
+    settings: Settings, model_client: ModelClient
+) -> None:
+    store = KafkaResultStore(
+        {**settings.client_config(), "message.max.bytes": 2000}, settings.results_topic
+    )
+    huge = StaticBenchmark(
+        "huge", (Sample("big", "What is 1 + 1? " + "x" * 5000, "2"),), arith().scorer
+    )
+    try:
+        with pytest.raises(PersistenceError, match="larger than the broker accepts"):
+            await run(huge, model_client, store, "r12")
+    finally:
+        await store.close()
+
+
+async def test_every_request_carries_its_own_x_bench(
+    model_client: ModelClient, model_server: ModelServer
+) -> None:
+    bench = small(10)
+    await run(bench, model_client, NoopResultStore(), "r13", epochs=3, max_concurrency=8)
+    stamps = [r.body["x_bench"] for r in model_server.requests]
+    assert {(s["sample_id"], s["sample_epoch"]) for s in stamps} == {
+        (sample.id, epoch) for sample in bench.items for epoch in range(3)
+    }
+    for request in model_server.requests:
+        prompt = request.body["messages"][-1]["content"]
+        sample = next(s for s in bench.items if s.id == request.sample_id)
+        assert prompt == sample.input
+
+
+async def test_resume_reads_only_the_run_keys_partition(
+    settings: Settings, kafka_store: KafkaResultStore, model_client: ModelClient
+) -> None:
+    await run(small(4), model_client, kafka_store, "mine")
+    await run(small(4), model_client, kafka_store, "other")
+    records, undecodable = read_run_records(
+        settings.client_config(), settings.results_topic, RunKey("mine", "arith", MODEL), Codec()
+    )
+    assert undecodable == 0
+    assert {r.run_id for r in records} == {"mine"}
+    assert len(records) == 4

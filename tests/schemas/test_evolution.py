@@ -1,0 +1,178 @@
+"""Schema evolution: released versions are frozen and every version reads every other."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import types
+from io import BytesIO
+from itertools import product
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin
+
+import pytest
+from fastavro import schemaless_reader, schemaless_writer
+from fastavro.utils import generate_many
+from pydantic import BaseModel
+
+import schemas
+from schemas import Codec, SampleResult, SchemaCatalog, SchemaVersion, shipped_catalog
+from schemas._catalog import MODEL_VERSIONS, RUN_SUMMARY, SAMPLE_RESULT, load_file
+from tests.schemas.conftest import RecordFactory
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# Released schemas never change. A failure here means a released .avsc was edited: revert it
+# and add a new version file instead. Only add lines; never edit one.
+RELEASED = {
+    (SAMPLE_RESULT, 1): (
+        "12d72d671e92b058",
+        "93e0d04af1712fca3e08c928b0424e544721b8a59b2c692ace788c6759881763",
+    ),
+    (RUN_SUMMARY, 1): (
+        "073c4d634939b3ee",
+        "aaafbacd4a3c34dbd88848163bdf1865594a5d08c6942274256f2e90d6caf478",
+    ),
+}
+
+
+def _content_hash(version: SchemaVersion) -> str:
+    """sha256 of the full definition (defaults and docs included), whitespace-insensitive."""
+    text = json.dumps(version.definition, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def fixture_v2() -> SchemaVersion:
+    """The unreleased SampleResult v2 kept as a test fixture: fields added with defaults."""
+    return load_file(FIXTURES / "sample_result.v2.avsc")
+
+
+def evolution_catalog() -> SchemaCatalog:
+    """The shipped versions plus the v2 fixture."""
+    return shipped_catalog().with_versions([fixture_v2()])
+
+
+def _pairs(catalog: SchemaCatalog) -> list[tuple[SchemaVersion, SchemaVersion]]:
+    """Every (writer, reader) pair of versions of one record name, both directions."""
+    names = {v.name for v in catalog.all()}
+    return [(w, r) for n in sorted(names) for w, r in product(catalog.versions(n), repeat=2)]
+
+
+def _write(version: SchemaVersion, datum: Any) -> bytes:
+    """An Avro body written with one version."""
+    buf = BytesIO()
+    schemaless_writer(buf, version.parsed, datum)
+    return buf.getvalue()
+
+
+def _read(writer: SchemaVersion, reader: SchemaVersion, body: bytes) -> Any:
+    """Read a body through fastavro schema resolution."""
+    return schemaless_reader(BytesIO(body), writer.parsed, reader.parsed)
+
+
+def test_every_shipped_version_is_pinned() -> None:
+    shipped = {(v.name, v.version) for v in shipped_catalog().all()}
+    assert shipped == set(RELEASED), "pin the fingerprint and hash of every released version"
+
+
+@pytest.mark.parametrize(("name", "version"), sorted(RELEASED))
+def test_released_versions_never_change(name: str, version: int) -> None:
+    schema = shipped_catalog().get(name, version)
+    fingerprint, content = RELEASED[name, version]
+    assert schema.fingerprint.hex() == fingerprint
+    assert _content_hash(schema) == content
+
+
+def test_shipped_files_are_named_and_numbered_consistently() -> None:
+    directory = Path(schemas.__file__).parent / "avro"
+    stems: dict[str, list[int]] = {}
+    for path in directory.glob("*.avsc"):
+        version = load_file(path)
+        stem = path.name.split(".")[0]
+        assert version.name == "resultlog." + stem.title().replace("_", "")
+        stems.setdefault(stem, []).append(version.version)
+    assert sorted(stems) == ["run_summary", "sample_result"]
+    for versions in stems.values():
+        assert sorted(versions) == list(range(1, len(versions) + 1))
+
+
+def test_models_mirror_the_newest_shipped_versions() -> None:
+    assert {n: shipped_catalog().current(n).version for n in MODEL_VERSIONS} == MODEL_VERSIONS
+
+
+@pytest.mark.parametrize(
+    ("writer", "reader"), _pairs(evolution_catalog()), ids=lambda v: f"{v.name}.v{v.version}"
+)
+def test_every_version_reads_every_other(writer: SchemaVersion, reader: SchemaVersion) -> None:
+    writer_types = {f["name"]: f["type"] for f in writer.definition["fields"]}
+    reader_types = {f["name"]: f["type"] for f in reader.definition["fields"]}
+    # Fields typed alike in both must come through unchanged (timestamps come back tz-aware).
+    kept = [
+        name
+        for name, avro_type in reader_types.items()
+        if writer_types.get(name) == avro_type and "logicalType" not in json.dumps(avro_type)
+    ]
+    for datum in generate_many(writer.parsed, 25):
+        decoded = _read(writer, reader, _write(writer, datum))
+        assert set(decoded) == set(reader_types)
+        assert {k: decoded[k] for k in kept} == {k: datum[k] for k in kept}
+
+
+def test_old_reader_reads_a_new_record(make_record: RecordFactory) -> None:
+    v1, v2 = shipped_catalog().get(SAMPLE_RESULT, 1), fixture_v2()
+    datum = make_record().model_dump() | {"seed": 7, "tags": ["hard"]}
+    datum["score"] = datum["score"] | {"confidence": 0.9}
+    decoded = _read(v2, v1, _write(v2, datum))
+    assert "seed" not in decoded and "confidence" not in decoded["score"]
+    assert SampleResult.model_validate(decoded) == make_record()
+
+
+def test_new_reader_reads_an_old_record(make_record: RecordFactory) -> None:
+    v1, v2 = shipped_catalog().get(SAMPLE_RESULT, 1), fixture_v2()
+    decoded = _read(v1, v2, _write(v1, make_record().model_dump()))
+    assert decoded["seed"] is None and decoded["tags"] == []
+    assert decoded["score"]["confidence"] is None
+    assert decoded["sample_index"] == 7
+
+
+def test_codec_reads_a_known_newer_writer_into_the_model(make_record: RecordFactory) -> None:
+    v2 = fixture_v2()
+    datum = make_record().model_dump() | {"seed": 1, "tags": []}
+    datum["score"] = datum["score"] | {"confidence": None}
+    raw = b"\xc3\x01" + v2.fingerprint + _write(v2, datum)
+    assert Codec(catalog=evolution_catalog()).decode_sample_result(raw) == make_record()
+
+
+def _accepts_none(annotation: Any) -> bool:
+    """Whether a model field's annotation admits None."""
+    return get_origin(annotation) in (Union, types.UnionType) and type(None) in get_args(annotation)
+
+
+def _avro_nullable(avro_type: Any) -> bool:
+    """Whether an Avro field type is a union with null."""
+    return isinstance(avro_type, list) and "null" in avro_type
+
+
+def _records(avro_type: Any) -> list[dict[str, Any]]:
+    """Every record definition nested anywhere in an Avro type."""
+    if isinstance(avro_type, list):
+        return [r for t in avro_type for r in _records(t)]
+    if not isinstance(avro_type, dict):
+        return []
+    found = [avro_type] if avro_type.get("type") == "record" else []
+    nested = [f["type"] for f in avro_type.get("fields", [])]
+    nested += [avro_type[k] for k in ("items", "values") if k in avro_type]
+    return found + [r for t in nested for r in _records(t)]
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_VERSIONS))
+def test_model_fields_mirror_the_avro_fields(name: str) -> None:
+    definition = shipped_catalog().get(name, MODEL_VERSIONS[name]).definition
+    for record in _records(dict(definition)):
+        model = getattr(schemas, record["name"])
+        assert issubclass(model, BaseModel)
+        avro_fields = {f["name"]: f["type"] for f in record["fields"]}
+        assert list(model.model_fields) == list(avro_fields), record["name"]
+        for field, info in model.model_fields.items():
+            nullable = _avro_nullable(avro_fields[field])
+            assert _accepts_none(info.annotation) == nullable, f"{record['name']}.{field}"
