@@ -12,8 +12,17 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from consumers._clients import client_config as with_logger
+from consumers._decode import decode_value
 from consumers.errors import ConsumerError
-from schemas import Codec, DecodeError, RunKey, SampleResult, partition_for, run_key_prefix
+from schemas import (
+    Codec,
+    DecodeError,
+    RunKey,
+    SampleResult,
+    decode_key,
+    partition_for,
+    run_key_prefix,
+)
 
 __all__ = ["ResumeState", "read_run_records", "resume_state"]
 
@@ -70,10 +79,11 @@ def read_run_records(
         consumer.close()
     records: list[SampleResult] = []
     undecodable = 0
-    for offset, value in latest.values():
+    for raw_key, (offset, value) in latest.items():
         try:
+            key = decode_key(raw_key)
             records.append(
-                codec.decode_sample_result(value, topic=topic, partition=partition, offset=offset)
+                decode_value(codec, key, value, topic=topic, partition=partition, offset=offset)
             )
         except DecodeError as exc:
             undecodable += 1

@@ -78,10 +78,21 @@ def run_command(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace, settings: Settings, benchmark: object) -> RunResult:
     codec = Codec(settings.schema_registry_url, settings.registry_config())
-    store = KafkaResultStore(settings.client_config(), settings.results_topic, codec=codec)
+    store = KafkaResultStore(
+        settings.client_config(),
+        settings.results_topic,
+        codec=codec,
+        delivery_timeout_ms=settings.delivery_timeout_ms,
+    )
     try:
         with _endpoint(args.base_url) as base_url, ProgressBar(enabled=not args.json) as bar:
-            async with ModelClient(base_url, settings.api_key) as client:
+            async with ModelClient(
+                base_url,
+                settings.api_key,
+                timeout=settings.model_timeout_s,
+                max_retries=settings.model_max_retries,
+                backoff_initial=settings.model_retry_backoff_s,
+            ) as client:
                 return await run_benchmark(
                     benchmark,  # type: ignore[arg-type]
                     args.model,

@@ -42,6 +42,10 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("RESULTLOG_API_KEY", "OPENROUTER_API_KEY")
     )
     aggregator_group: str = "resultlog-aggregator"
+    delivery_timeout_ms: int = Field(default=30_000, ge=100)
+    model_max_retries: int = Field(default=3, ge=0, le=20)
+    model_retry_backoff_s: float = Field(default=0.5, ge=0.0, le=60.0)
+    model_timeout_s: float = Field(default=120.0, gt=0.0)
 
     def client_config(self) -> KafkaConfig:
         """The librdkafka configuration shared by every client (the one mapping to dotted keys)."""

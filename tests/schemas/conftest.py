@@ -23,13 +23,6 @@ from tests.schemas.apicurio import ApicurioRegistry, start_apicurio
 RecordFactory = Callable[..., SampleResult]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Declare this directory's marker (the project's pyproject uses --strict-markers)."""
-    config.addinivalue_line(
-        "markers", "real_registry: tests against a real Confluent-compatible registry (Apicurio)"
-    )
-
-
 def record_fields(**overrides: Any) -> dict[str, Any]:
     """Keyword arguments of a valid completed SampleResult, with overrides."""
     fields: dict[str, Any] = {

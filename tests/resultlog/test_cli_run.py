@@ -1,0 +1,202 @@
+"""`resultlog run`, `status` and `replay` as processes: crash, resume, agree."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from consumers import read_run_records
+from resultlog.settings import Settings
+from schemas import Codec, RunKey
+
+MODEL = "offline/gpt-4o"
+EPOCHS = 2
+LIMIT = 60
+
+
+def resultlog(*args: str) -> list[str]:
+    return [sys.executable, "-m", "resultlog.cli", *args]
+
+
+def run_args(run_id: str, base_url: str | None = None) -> list[str]:
+    args = ["run", "arith", "--model", MODEL, "--run-id", run_id, "--epochs", str(EPOCHS)]
+    args += ["--limit", str(LIMIT), "--concurrency", "4", "--json"]
+    return resultlog(*args, *(["--base-url", base_url] if base_url else []))
+
+
+def durable(settings: Settings, run_id: str) -> list:  # type: ignore[type-arg]
+    records, _ = read_run_records(
+        settings.client_config(), settings.results_topic, RunKey(run_id, "arith", MODEL), Codec()
+    )
+    return records
+
+
+def summary_of(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def comparable(summary: dict[str, object]) -> dict[str, object]:
+    """A summary without its run id, freshness and wall-clock time (differs between runs)."""
+    return {k: v for k, v in summary.items() if k not in ("run_id", "as_of", "generation_time_ms")}
+
+
+@pytest.fixture
+def model_server_process(tmp_path: Path, cli_env: dict[str, str]):  # type: ignore[no-untyped-def]
+    """The offline model server as its own process, logging every request to a file."""
+    port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
+    command = resultlog("model-server", "--port-file", str(port_file))
+    command += ["--request-log", str(log), "--latency-ms", "15"]
+    server = subprocess.Popen(command, env=cli_env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while not port_file.exists():
+        assert server.poll() is None and time.monotonic() < deadline, "model server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{int(port_file.read_text())}/v1", log
+    server.terminate()
+    server.wait(10)
+
+
+def requests_in(log: Path) -> list[tuple[str, int]]:
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [(line["sample_id"], line["epoch"]) for line in lines]
+
+
+def test_sigkilled_worker_resumes_without_paying_twice(
+    settings: Settings,
+    cli_env: dict[str, str],
+    model_server_process: tuple[str, Path],
+) -> None:
+    base_url, log = model_server_process
+    worker = subprocess.Popen(
+        run_args("crash", base_url), env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while len(durable(settings, "crash")) < 30:
+        assert worker.poll() is None, "the worker finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(10)
+
+    durable_before = {(r.sample_id, r.epoch) for r in durable(settings, "crash") if not r.degraded}
+    requests_before = len(requests_in(log))
+    assert 30 <= len(durable_before) < LIMIT * EPOCHS
+
+    resumed = subprocess.run(
+        run_args("crash", base_url), env=cli_env, capture_output=True, text=True, timeout=120
+    )
+    asked_again = set(requests_in(log)[requests_before:])
+    fresh = subprocess.run(
+        run_args("fresh", base_url), env=cli_env, capture_output=True, text=True, timeout=120
+    )
+
+    records = durable(settings, "crash")
+    assert Counter((r.sample_index, r.epoch) for r in records) == {
+        (i, e): 1 for i in range(LIMIT) for e in range(EPOCHS)
+    }
+    assert not durable_before & asked_again, "a durable pair was requested from the model again"
+    assert comparable(summary_of(resumed)) == comparable(summary_of(fresh))
+
+    status = subprocess.run(
+        resultlog(
+            *["status", "--run-id", "crash", "--benchmark", "arith", "--json", "--model"], MODEL
+        ),
+        env=cli_env,
+        capture_output=True,
+        text=True,
+    )
+    view = json.loads(status.stdout)
+    degraded = sum(r.degraded for r in records)
+    assert view["completed"] == view["skip_list"] == LIMIT * EPOCHS - degraded
+    assert view["degraded"] == degraded
+
+    replayed = subprocess.run(
+        resultlog(
+            *["replay", "--run-id", "crash", "--benchmark", "arith", "--json", "--model"], MODEL
+        ),
+        env=cli_env,
+        capture_output=True,
+        text=True,
+    )
+    worker_summary = summary_of(resumed)
+    replay_summary = summary_of(replayed)
+    assert {k: v for k, v in replay_summary.items() if k != "as_of"} == {
+        k: v for k, v in worker_summary.items() if k != "as_of"
+    }
+
+
+def test_run_is_deterministic_and_resumes_with_the_embedded_server(
+    cli_env: dict[str, str],
+) -> None:
+    first = subprocess.run(run_args("embedded"), env=cli_env, capture_output=True, text=True)
+    again = subprocess.run(run_args("embedded"), env=cli_env, capture_output=True, text=True)
+    other = subprocess.run(run_args("embedded-2"), env=cli_env, capture_output=True, text=True)
+    summary = summary_of(first)
+    assert summary["records"] == summary["expected_records"] == LIMIT * EPOCHS
+    assert 0 < summary["degraded_records"] < 10  # type: ignore[operator]
+    assert {k: v for k, v in summary_of(again).items() if k != "as_of"} == {
+        k: v for k, v in summary.items() if k != "as_of"
+    }
+    assert comparable(summary_of(other)) == comparable(summary)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "arith", "--model", "m", "--run-id", "r", "--epochs", "0"], "epochs must be"),
+        (["run", "arith", "--model", "m", "--run-id", "r", "--range", "5:2"], "0 <= A < B"),
+        (["run", "arith", "--model", "m", "--run-id", "a\x01b"], "control character"),
+        (["run", "nope", "--model", "m", "--run-id", "r"], "unknown benchmark 'nope'"),
+        (["replay", "--run-id", "r"], "replay needs --benchmark, --model"),
+    ],
+)
+def test_bad_arguments_give_one_line_errors(
+    args: list[str], message: str, cli_env: dict[str, str]
+) -> None:
+    done = subprocess.run(resultlog(*args), env=cli_env, capture_output=True, text=True)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("resultlog: error:"), done.stderr
+    assert message in lines[0]
+
+
+def test_bad_jsonl_line_is_named_and_nothing_is_written(
+    tmp_path: Path, settings: Settings, cli_env: dict[str, str]
+) -> None:
+    bench = tmp_path / "qa.jsonl"
+    bench.write_text('{"id": "a", "input": "What is 1 + 1?", "target": "2"}\n{"id": "b", oops\n')
+    done = subprocess.run(
+        resultlog("run", str(bench), "--model", "m", "--run-id", "bad"),
+        env=cli_env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    assert "qa.jsonl:2: invalid JSON" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    records, _ = read_run_records(
+        settings.client_config(), settings.results_topic, RunKey("bad", "qa", "m"), Codec()
+    )
+    assert records == []
+
+
+def test_unreachable_broker_is_a_clear_error(cli_env: dict[str, str]) -> None:
+    env = {**cli_env, "RESULTLOG_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
+    done = subprocess.run(
+        resultlog("run", "arith", "--model", "m", "--run-id", "r", "--limit", "1"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach Kafka at 127.0.0.1:1" in lines[0], done.stderr
