@@ -64,6 +64,8 @@ def free_ports(count: int) -> list[int]:
 
 def _port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the broker binds: connections of a stopped broker in TIME_WAIT must not count.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -94,6 +96,7 @@ class LocalKafka:
 
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = (directory or default_kafka_dir()).resolve()
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     # -- public API ---------------------------------------------------------------------------
     @property
@@ -133,6 +136,7 @@ class LocalKafka:
                 os.kill(pid, signal.SIGKILL)
                 _wait_exit(pid, 10.0)
         self._pid_file(node).unlink(missing_ok=True)
+        self._children.pop(node_id, None)
         return pid is not None
 
     def start_node(self, node_id: int, timeout: float = 90.0) -> None:
@@ -237,6 +241,7 @@ class LocalKafka:
             start_new_session=True,
         )
         console.close()
+        self._children[node.node_id] = process
         self._pid_file(node).write_text(str(process.pid))
 
     def _format_storage(
@@ -255,11 +260,7 @@ class LocalKafka:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for node in state.nodes:
-                if self._running_pid(node) is None:
-                    raise BrokerError(
-                        f"Kafka node {node.node_id} exited during start-up; "
-                        f"see {self.log_file(node.node_id)}"
-                    )
+                self._check_alive(node)
             try:
                 metadata = admin.list_topics(timeout=2)
             except KafkaException:
@@ -268,6 +269,19 @@ class LocalKafka:
                 return
             time.sleep(0.2)
         raise BrokerError(f"Kafka did not come up within {timeout:.0f}s; see {self.log_file()}")
+
+    def _check_alive(self, node: _Node) -> None:
+        """Raise if a node this object started (or found running) has exited."""
+        child = self._children.get(node.node_id)
+        code = child.poll() if child is not None else None
+        if code is None and (child is not None or self._running_pid(node) is not None):
+            return
+        self._pid_file(node).unlink(missing_ok=True)
+        status = f" with exit code {code}" if code is not None else ""
+        raise BrokerError(
+            f"Kafka node {node.node_id} exited during start-up{status}; "
+            f"see {self.log_file(node.node_id)}"
+        )
 
 
 def _server_properties(state: _ClusterState, node: _Node, data: Path) -> str:
@@ -312,7 +326,8 @@ def _is_kafka_process(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"kafka.Kafka" in cmdline and not _is_zombie(pid)
+    # The java launcher may re-exec itself while starting; its cmdline is empty meanwhile.
+    return (not cmdline or b"kafka.Kafka" in cmdline) and not _is_zombie(pid)
 
 
 def _is_zombie(pid: int) -> bool:
