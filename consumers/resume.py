@@ -114,6 +114,9 @@ def _consumer(client_config: Mapping[str, Any]) -> Consumer:
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
+        # The end of the partition is only seen from an empty fetch, which the broker holds
+        # back for fetch.wait.max.ms (500 ms by default): resume should not idle that long.
+        "fetch.wait.max.ms": 50,
         "fetch.max.bytes": 64 * 1024 * 1024,
         "max.partition.fetch.bytes": 16 * 1024 * 1024,
     }
