@@ -36,7 +36,10 @@ demo: install ## the newcomer's tour: broker, topics, aggregator, a crashed and 
 	bash scripts/demo.sh
 
 bench: install ## benchmark scripts (codec, resume, replay) against a local broker
-	$(BIN)/python benchmarks/codec.py
+	$(BIN)/python -m benchmarks.codec
+	$(BIN)/python -m benchmarks.resume
+	$(BIN)/python -m benchmarks.replay
+	$(BIN)/python -m benchmarks.aggregator_latency
 
 kafka-up: install ## start the local broker on 127.0.0.1:9092 and create the topics
 	$(BIN)/resultlog kafka up

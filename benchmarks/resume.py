@@ -5,7 +5,7 @@ Prints the time of `resume_state` next to a raw confluent-kafka read of the same
 1,000,000 records of other runs were added. Uses RESULTLOG_BOOTSTRAP_SERVERS, or starts a
 local broker with the launcher in a temporary directory.
 
-    .venv/bin/python benchmarks/resume.py [--others 1000000] [--samples 10000] [--epochs 2]
+    .venv/bin/python -m benchmarks.resume [--others 1000000] [--samples 10000] [--epochs 2]
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from urllib.parse import quote, unquote_to_bytes
@@ -27,6 +28,7 @@ def encode_run_key(run_key: RunKey) -> bytes:
     return _SEP.join(map(_quote, parts)).encode("ascii")
 
 
+@functools.lru_cache(maxsize=4096)
 def run_key_prefix(run_key: RunKey) -> bytes:
     """The byte prefix shared by every sample-results key of this run key (ends in `/`)."""
     return encode_run_key(run_key) + b"/"
@@ -42,8 +44,18 @@ def encode_key(run_key: RunKey, sample_index: int, epoch: int) -> bytes:
 def decode_key(raw: bytes) -> tuple[RunKey, int, int]:
     """Parse a sample-results key into (run key, sample_index, epoch)."""
     parts = _split(raw, 5)
-    run_key = _run_key(raw, parts[:3])
+    try:
+        # Keys of one run share their first three parts: decode those once.
+        run_key = _cached_run_key(_SEP.join(parts[:3]))
+    except KeyDecodeError as exc:
+        raise KeyDecodeError(exc.reason, bytes(raw)) from exc.__cause__
     return run_key, _index(raw, "sample_index", parts[3]), _index(raw, "epoch", parts[4])
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_run_key(text: str) -> RunKey:
+    """The run key of a key's first three parts (errors are not cached)."""
+    return _run_key(text.encode("ascii"), text.split(_SEP))
 
 
 def decode_run_key(raw: bytes) -> RunKey:
