@@ -8,17 +8,15 @@ is counted, never fatal.
 from __future__ import annotations
 
 import logging
-import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, Message
 
-from consumers._clients import client_config as with_logger
 from consumers._decode import decode_value
+from consumers._scan import partition_count, reader, scan
 from consumers.errors import ConsumerError
 from consumers.fold import RunFold, fold
 from consumers.resume import read_run_records
@@ -27,8 +25,6 @@ from schemas import AsOf, Codec, DecodeError, RunKey, RunSummary, decode_key
 __all__ = ["ReplayResult", "replay_all", "replay_run"]
 
 log = logging.getLogger(__name__)
-_BATCH = 10_000
-_POLL_S = 0.1
 
 
 @dataclass
@@ -67,14 +63,14 @@ def replay_all(
     timeout_s: float = 30.0,
 ) -> ReplayResult:
     """Recompute every run key's summary from every partition, up to the current end."""
-    consumer = Consumer(with_logger(client_config, **_reader_config()))
+    consumer = reader(client_config)
     folds: dict[RunKey, RunFold] = {}
     result = ReplayResult()
     try:
-        ends = _high_watermarks(consumer, topic, timeout_s)
-        total = sum(high - low for low, high in ends.values())
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends if ends[p][1]])
-        for message in _messages(consumer, ends, timeout_s):
+        partitions = range(partition_count(consumer, topic, timeout_s))
+        ends, messages = scan(consumer, topic, partitions, timeout_s)
+        total = sum(ends.values())
+        for message in messages:
             _apply(message, codec, folds, result)
             if on_progress is not None and result.records % 10_000 == 0:
                 on_progress(result.records, total)
@@ -82,7 +78,7 @@ def replay_all(
         raise ConsumerError(f"cannot replay {topic}: {exc.args[0]}") from exc
     finally:
         consumer.close()
-    offsets = {str(p): high for p, (_, high) in ends.items()}
+    offsets = {str(p): high for p, high in ends.items()}
     as_of = AsOf(computed_at=datetime.now(UTC), source="replay", offsets=offsets)
     result.summaries = {
         key: folded.summary(as_of) for key, folded in sorted(folds.items()) if len(folded)
@@ -90,71 +86,25 @@ def replay_all(
     return result
 
 
-def _reader_config() -> dict[str, Any]:
-    return {
-        # assign() needs no group, but librdkafka insists on a group.id; never committed.
-        "group.id": f"resultlog-replay-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "fetch.max.bytes": 64 * 1024 * 1024,
-        "max.partition.fetch.bytes": 16 * 1024 * 1024,
-    }
-
-
-def _high_watermarks(
-    consumer: Consumer, topic: str, timeout_s: float
-) -> dict[int, tuple[int, int]]:
-    metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    if metadata is None or metadata.error is not None or not metadata.partitions:
-        raise ConsumerError(f"topic {topic} does not exist; run `resultlog topics create`")
-    return {
-        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-        for p in sorted(metadata.partitions)
-    }
-
-
-def _messages(
-    consumer: Consumer, ends: dict[int, tuple[int, int]], timeout_s: float
-) -> Iterator[Any]:
-    """Every message below the high watermarks taken at the start."""
-    remaining = {p for p, (low, high) in ends.items() if high > low}
-    deadline = time.monotonic() + timeout_s
-    while remaining:
-        # consume() waits until the batch is full or the timeout passes: keep the wait short.
-        batch = consumer.consume(num_messages=_BATCH, timeout=_POLL_S)
-        if batch:
-            deadline = time.monotonic() + timeout_s
-        elif time.monotonic() > deadline:
-            raise ConsumerError(f"replay got no data within {timeout_s:.0f}s")
-        for message in batch:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(error)
-            partition, offset = message.partition(), message.offset() or 0
-            if partition not in remaining:
-                continue
-            if offset >= ends[partition][1] - 1:
-                remaining.discard(partition)
-            yield message
-
-
-def _apply(message: Any, codec: Codec, folds: dict[RunKey, RunFold], result: ReplayResult) -> None:
+def _apply(
+    message: Message, codec: Codec, folds: dict[RunKey, RunFold], result: ReplayResult
+) -> None:
     result.records += 1
-    where = {"topic": message.topic(), "partition": message.partition(), "offset": message.offset()}
+    topic, partition, offset = message.topic() or "", message.partition() or 0, message.offset()
+    offset = offset or 0
     try:
         run_key, sample_index, epoch = decode_key(message.key() or b"")
     except DecodeError as exc:
-        result.count_bad(exc.at(where["topic"], where["partition"], where["offset"]))
+        result.count_bad(exc.at(topic, partition, offset))
         return
     folded = folds.setdefault(run_key, RunFold(run_key))
     value = message.value()
     if value is None:  # a tombstone deletes the key
         folded.remove(sample_index, epoch)
         return
+    key = (run_key, sample_index, epoch)
     try:
-        record = decode_value(codec, (run_key, sample_index, epoch), value, **where)
+        record = decode_value(codec, key, value, topic=topic, partition=partition, offset=offset)
     except DecodeError as exc:
         result.count_bad(exc)
         folded.remove(sample_index, epoch)

@@ -1,0 +1,92 @@
+"""Read partitions from their beginning up to the high watermarks taken when reading starts."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from consumers._clients import client_config as with_logger
+from consumers.errors import ConsumerError
+
+__all__ = ["partition_count", "reader", "scan"]
+
+_BATCH = 10_000
+_POLL_S = 0.1
+
+
+def reader(client_config: Mapping[str, Any]) -> Consumer:
+    """A consumer for assign()-based reading: no group membership, nothing committed."""
+    return Consumer(
+        with_logger(
+            client_config,
+            **{
+                # assign() needs no group, but librdkafka insists on a group.id.
+                "group.id": f"resultlog-reader-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                # The end of a partition is only seen from an empty fetch, which the broker
+                # holds back for fetch.wait.max.ms (500 ms by default): do not idle that long.
+                "fetch.wait.max.ms": 50,
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            },
+        )
+    )
+
+
+def partition_count(consumer: Consumer, topic: str, timeout_s: float) -> int:
+    """How many partitions the topic has; a clear error when it does not exist."""
+    metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        raise ConsumerError(f"topic {topic} does not exist; run `resultlog topics create`")
+    return len(metadata.partitions)
+
+
+def scan(
+    consumer: Consumer, topic: str, partitions: Iterable[int], timeout_s: float
+) -> tuple[dict[int, int], Iterator[Message]]:
+    """The high watermarks of the partitions, and every message below them in offset order."""
+    ends: dict[int, int] = {}
+    for partition in partitions:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=timeout_s, cached=False
+        )
+        if high > low:
+            ends[partition] = high
+    return ends, _messages(consumer, topic, dict(ends), timeout_s)
+
+
+def _messages(
+    consumer: Consumer, topic: str, ends: dict[int, int], timeout_s: float
+) -> Iterator[Message]:
+    if not ends:
+        return
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+    deadline = time.monotonic() + timeout_s
+    while ends:
+        # consume() waits until the batch is full or the timeout passes: keep the wait short.
+        batch = consumer.consume(num_messages=_BATCH, timeout=_POLL_S)
+        if batch:
+            deadline = time.monotonic() + timeout_s
+        elif time.monotonic() > deadline:
+            raise ConsumerError(f"no data from {topic} within {timeout_s:.0f}s")
+        for message in batch:
+            error = message.error()
+            if error is not None:
+                raise KafkaException(error)
+            partition, offset = message.partition(), message.offset()
+            if partition not in ends or offset is None or offset >= ends[partition]:
+                continue
+            if offset >= ends[partition] - 1:
+                del ends[partition]
+            yield message
