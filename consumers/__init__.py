@@ -1,9 +1,10 @@
 """Readers of the log: the fold, resume, the aggregator service and replay."""
 
-from consumers._clients import LIBRDKAFKA_LOGGER
+from consumers._clients import LIBRDKAFKA_LOGGER, check_login
 from consumers._clients import client_config as with_logger
 from consumers.errors import ConsumerError
 from consumers.fold import Contribution, RunFold, fold
+from consumers.purge import PurgeError, purge_run
 from consumers.replay import ReplayResult, replay_all, replay_run
 from consumers.resume import ResumeState, read_run_records, resume_state
 from consumers.summaries import publish_summaries
@@ -12,11 +13,14 @@ __all__ = [
     "LIBRDKAFKA_LOGGER",
     "ConsumerError",
     "Contribution",
+    "PurgeError",
     "ReplayResult",
     "ResumeState",
     "RunFold",
+    "check_login",
     "fold",
     "publish_summaries",
+    "purge_run",
     "read_run_records",
     "replay_all",
     "replay_run",

@@ -7,8 +7,8 @@ import argparse
 from confluent_kafka.admin import AdminClient
 
 from consumers import with_logger
-from resultlog.broker import LocalKafka
-from resultlog.settings import Settings
+from resultlog._connect import kafka_settings
+from resultlog.broker import LocalKafka, sasl_users_from_env
 from resultlog.topics import ensure_topics, topic_specs
 
 __all__ = ["down", "topics_create", "up"]
@@ -16,7 +16,9 @@ __all__ = ["down", "topics_create", "up"]
 
 def up(args: argparse.Namespace) -> int:
     """Start the local broker (harmless when it already runs); print its bootstrap address."""
-    print(LocalKafka(args.dir).up(port=args.port, brokers=args.brokers, timeout=args.timeout))
+    users = sasl_users_from_env(args.sasl_user, args.sasl_password_env)
+    kafka = LocalKafka(args.dir)
+    print(kafka.up(port=args.port, brokers=args.brokers, timeout=args.timeout, sasl_users=users))
     return 0
 
 
@@ -29,7 +31,7 @@ def down(args: argparse.Namespace) -> int:
 
 def topics_create(args: argparse.Namespace) -> int:
     """Create the three topics, or check that the existing ones match the settings."""
-    settings = Settings()
+    settings = kafka_settings()
     admin = AdminClient(with_logger(settings.client_config()))
     for outcome in ensure_topics(admin, topic_specs(settings)):
         print(f"{outcome.name}: {'created' if outcome.created else 'exists, matches settings'}")

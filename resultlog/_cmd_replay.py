@@ -10,9 +10,9 @@ from typing import Any
 from rich.progress import Progress
 
 from consumers import ReplayResult, publish_summaries, replay_all, replay_run, with_logger
+from resultlog._connect import kafka_settings
 from resultlog._validate import run_key_part
 from resultlog.errors import CliError
-from resultlog.settings import Settings
 from schemas import Codec, RunKey
 
 __all__ = ["register"]
@@ -32,7 +32,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def replay_command(args: argparse.Namespace) -> int:
     """Recompute one run's summary (or every run's with --all) and print it."""
-    settings = Settings()
+    settings = kafka_settings()
     codec = Codec(settings.schema_registry_url, settings.registry_config())
     config = with_logger(settings.client_config())
     if args.all:

@@ -21,6 +21,7 @@ from producer import (
     resolve_benchmark,
     run_benchmark,
 )
+from resultlog._connect import kafka_settings
 from resultlog._console import ProgressBar, print_summary
 from resultlog._validate import parse_range, positive_int, run_key_part
 from resultlog.errors import CliError
@@ -64,7 +65,7 @@ def _run_key_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run (or resume) a benchmark and print its summary."""
-    settings = Settings()
+    settings = kafka_settings()
     benchmark = resolve_benchmark(args.benchmark)
     if args.limit is not None:
         benchmark = limit_samples(benchmark, args.limit)
@@ -123,7 +124,7 @@ def _endpoint(base_url: str | None) -> Iterator[str]:
 
 def status_command(args: argparse.Namespace) -> int:
     """Print the resume view of a run key: what a re-run would skip and retry."""
-    settings = Settings()
+    settings = kafka_settings()
     run_key = RunKey(args.run_id, args.benchmark, args.model)
     codec = Codec(settings.schema_registry_url, settings.registry_config())
     records, undecodable = read_run_records(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from pydantic import ValidationError
 
 from consumers import LIBRDKAFKA_LOGGER
-from resultlog import _cmd_kafka, _cmd_replay, _cmd_run
+from resultlog import _cmd_kafka, _cmd_purge, _cmd_replay, _cmd_run
 from schemas.errors import ResultLogError
 
 __all__ = ["build_parser", "main"]
@@ -51,6 +51,10 @@ def _add_kafka(commands: Commands) -> None:
     up.add_argument("--dir", type=Path, default=None, help="data directory")
     up.add_argument("--brokers", type=int, default=1, choices=(1, 3), help="cluster size")
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for it")
+    up.add_argument("--sasl-user", metavar="NAME", help="require SCRAM-SHA-512 logins; add NAME")
+    up.add_argument(
+        "--sasl-password-env", metavar="VAR", help="environment variable with NAME's password"
+    )
     up.set_defaults(handler=_cmd_kafka.up)
     down = actions.add_parser("down", help="stop the local broker")
     down.add_argument("--dir", type=Path, default=None, help="data directory")
@@ -66,7 +70,7 @@ def _add_topics(commands: Commands) -> None:
 
 def _command_registrars() -> list[Callable[[Commands], None]]:
     """Sub-commands of the worker and consumer sides."""
-    return [_cmd_run.register, _cmd_replay.register]
+    return [_cmd_run.register, _cmd_replay.register, _cmd_purge.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

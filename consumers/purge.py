@@ -1,0 +1,122 @@
+"""Purge: delete one run from the log by writing tombstones for all of its keys.
+
+What "deleted" means to each reader, once `purge_run` returns:
+- resume and `status` find no records of the run (a tombstone deletes its key);
+- `replay` of the run reports an empty run (records 0) and `replay --all` omits it;
+- the aggregator drops the run: `GET /runs/{run_id}/{benchmark}/{model}` answers 404, and it
+  publishes a tombstone for the run's summary as well;
+- the summaries topic holds a tombstone for the run key, so its last summary is gone;
+- compaction later removes the records and, after `delete.retention.ms`, the tombstones.
+
+Every key of the run key's partition that starts with the run key's prefix and still has a
+value gets a tombstone, whatever that value is: an undecodable latest value, or a key with the
+run's prefix that does not parse, is part of the run and is deleted with it (the tombstone of
+such a key is itself a bad key to `replay --all` and the aggregator's dead-letter topic until
+compaction removes it). The summary tombstone is written even when no record was found, so an
+interrupted purge completes when run again. A worker still writing the run while it is purged
+can leave records behind: stop the run first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from consumers._clients import client_config as with_logger
+from consumers.errors import ConsumerError
+
+# The resume reader's partition scan is exactly what purge needs: the same keys resume sees.
+from consumers.resume import latest_run_values
+from schemas import Codec, DecodeError, RunKey, encode_run_key, partition_for
+
+__all__ = ["PurgeError", "purge_run"]
+
+log = logging.getLogger(__name__)
+_PRODUCER = {"enable.idempotence": True, "acks": "all", "linger.ms": 5}
+
+
+class PurgeError(ConsumerError):
+    """A purge could not read the run's keys or have its tombstones acknowledged."""
+
+
+def purge_run(
+    client_config: Mapping[str, Any],
+    results_topic: str,
+    summaries_topic: str,
+    run_key: RunKey,
+    codec: Codec,
+    *,
+    timeout_s: float = 30.0,
+) -> int:
+    """Tombstone every live key of the run and its summary; return how many records it deleted."""
+    partition, live = _live_keys(client_config, results_topic, run_key, timeout_s)
+    bad = _undecodable(codec, live, results_topic, partition)
+    log.info("purging %d record(s) of %s (%d undecodable)", len(live), run_key, bad)
+    producer = Producer(with_logger(client_config, **_PRODUCER))
+    failures: list[str] = []
+    try:
+        _tombstones(producer, results_topic, partition, live, failures)
+        summaries = partition_for(run_key, _partition_count(producer, summaries_topic, timeout_s))
+        _tombstones(producer, summaries_topic, summaries, [encode_run_key(run_key)], failures)
+        if producer.flush(timeout_s) > 0:
+            failures.append(f"not acknowledged within {timeout_s:.0f}s")
+    except KafkaException as exc:
+        raise PurgeError(f"cannot purge {run_key}: {exc.args[0]}") from exc
+    if failures:
+        raise PurgeError(f"purging {run_key} failed: {failures[0]}")
+    return len(live)
+
+
+def _live_keys(
+    client_config: Mapping[str, Any], topic: str, run_key: RunKey, timeout_s: float
+) -> tuple[int, dict[bytes, tuple[int, bytes]]]:
+    """The run key's partition and its keys whose latest value is not a tombstone."""
+    try:
+        partition, live = latest_run_values(client_config, topic, run_key, timeout_s=timeout_s)
+    except ConsumerError as exc:
+        raise PurgeError(str(exc)) from exc
+    return partition, live
+
+
+def _undecodable(
+    codec: Codec, live: Mapping[bytes, tuple[int, bytes]], topic: str, partition: int
+) -> int:
+    """How many of the live values no reader can decode (they are purged all the same)."""
+    count = 0
+    for offset, value in live.values():
+        try:
+            codec.decode_sample_result(value, topic=topic, partition=partition, offset=offset)
+        except DecodeError:
+            count += 1
+    return count
+
+
+def _partition_count(producer: Producer, topic: str, timeout_s: float) -> int:
+    metadata = producer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        raise PurgeError(f"topic {topic} does not exist; run `resultlog topics create`")
+    return len(metadata.partitions)
+
+
+def _tombstones(
+    producer: Producer, topic: str, partition: int, keys: Iterable[bytes], failures: list[str]
+) -> None:
+    """Queue a null value for each key; delivery errors are collected into `failures`."""
+
+    def on_delivery(error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            failures.append(error.str())
+
+    def produce(key: bytes) -> None:
+        producer.produce(topic, key=key, value=None, partition=partition, on_delivery=on_delivery)
+
+    for key in keys:
+        try:
+            produce(key)
+        except BufferError:
+            producer.poll(1.0)  # the local queue is full: let deliveries drain once
+            produce(key)
+        producer.poll(0)

@@ -1,0 +1,53 @@
+"""Handler of `resultlog purge`: delete one run from the results and summaries topics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from consumers import with_logger
+from consumers.purge import purge_run
+from resultlog._connect import kafka_settings
+from resultlog._validate import run_key_part
+from schemas import Codec, RunKey
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    """Add `purge` to the command line."""
+    purge = commands.add_parser(
+        "purge", help="delete a run: tombstones for its records and its summary"
+    )
+    purge.add_argument("--run-id", required=True, type=run_key_part("run id"))
+    purge.add_argument("--benchmark", required=True, type=run_key_part("benchmark"))
+    purge.add_argument("--model", required=True, type=run_key_part("model"))
+    purge.add_argument("--json", action="store_true", help="print JSON")
+    purge.set_defaults(handler=purge_command)
+
+
+def purge_command(args: argparse.Namespace) -> int:
+    """Write the tombstones, wait for their acknowledgement and say how many records went."""
+    settings = kafka_settings()
+    run_key = RunKey(args.run_id, args.benchmark, args.model)
+    codec = Codec(settings.schema_registry_url, settings.registry_config())
+    deleted = purge_run(
+        with_logger(settings.client_config()),
+        settings.results_topic,
+        settings.summaries_topic,
+        run_key,
+        codec,
+    )
+    name = f"{run_key.run_id} / {run_key.benchmark_id} / {run_key.model}"
+    if args.json:
+        print(json.dumps({**_fields(run_key), "deleted": deleted}))
+    elif deleted:
+        print(f"purged {name}: {deleted} record(s) deleted, summary deleted")
+    else:
+        print(f"no records of {name} in {settings.results_topic}; nothing to purge")
+    return 0
+
+
+def _fields(run_key: RunKey) -> dict[str, str]:
+    return {"run_id": run_key.run_id, "benchmark_id": run_key.benchmark_id, "model": run_key.model}
