@@ -2,6 +2,8 @@
 
 from consumers._clients import LIBRDKAFKA_LOGGER, check_login
 from consumers._clients import client_config as with_logger
+from consumers.aggregator import Aggregator, AggregatorSettings
+from consumers.dlq import REASON_KINDS, DeadLetterWriter, reason_kind
 from consumers.errors import ConsumerError
 from consumers.fold import Contribution, RunFold, fold
 from consumers.purge import PurgeError, purge_run
@@ -11,8 +13,12 @@ from consumers.summaries import publish_summaries
 
 __all__ = [
     "LIBRDKAFKA_LOGGER",
+    "REASON_KINDS",
+    "Aggregator",
+    "AggregatorSettings",
     "ConsumerError",
     "Contribution",
+    "DeadLetterWriter",
     "PurgeError",
     "ReplayResult",
     "ResumeState",
@@ -22,6 +28,7 @@ __all__ = [
     "publish_summaries",
     "purge_run",
     "read_run_records",
+    "reason_kind",
     "replay_all",
     "replay_run",
     "resume_state",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from pydantic import ValidationError
 
 from consumers import LIBRDKAFKA_LOGGER
-from resultlog import _cmd_kafka, _cmd_purge, _cmd_replay, _cmd_run
+from resultlog import _cmd_aggregator, _cmd_kafka, _cmd_purge, _cmd_replay, _cmd_run
 from schemas.errors import ResultLogError
 
 __all__ = ["build_parser", "main"]
@@ -70,7 +70,7 @@ def _add_topics(commands: Commands) -> None:
 
 def _command_registrars() -> list[Callable[[Commands], None]]:
     """Sub-commands of the worker and consumer sides."""
-    return [_cmd_run.register, _cmd_replay.register, _cmd_purge.register]
+    return [_cmd_run.register, _cmd_replay.register, _cmd_purge.register, _cmd_aggregator.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

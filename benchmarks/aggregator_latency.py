@@ -1,0 +1,306 @@
+"""Aggregator latency: from a record's delivery report to its effect being visible over HTTP.
+
+Writes records at a fixed rate (default 1,000/s for 15 s) to fresh topics, spread round-robin
+over `--runs` run keys (1: one run growing to 15,000 records, the worst case for a fold that
+is linear in the run's size), runs `resultlog aggregator` in a child process, and polls
+`GET /runs/{run}` (or, with several runs, the `GET /runs` listing) as fast as it answers: a
+record counts as visible when its run's `records` count includes it. The baseline is a raw
+confluent-kafka consumer of the same topic in this process: delivery report to consume.
+
+Usage: RESULTLOG_BOOTSTRAP_SERVERS=host:port python benchmarks/aggregator_latency.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+
+import httpx
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from resultlog.settings import Settings
+from resultlog.topics import ensure_topics, topic_specs
+from schemas import (
+    Codec,
+    RecordStatus,
+    RunKey,
+    SampleResult,
+    Score,
+    ScoreValue,
+    Usage,
+    encode_key,
+    partition_for,
+)
+
+TARGET_P99_MS = 250.0
+
+
+def main() -> int:
+    """Run the benchmark (or, with --serve, the aggregator it measures)."""
+    args = _parser().parse_args()
+    if args.serve:
+        return _serve()
+    settings = _fresh_settings(args.partitions)
+    child = _start_aggregator(settings)
+    try:
+        base_url = _wait_ready(child)
+        return _measure(settings, base_url, args.rate, args.seconds, args.runs)
+    finally:
+        child.terminate()
+        child.wait(30)
+        AdminClient({"bootstrap.servers": settings.bootstrap_servers}).delete_topics(
+            list(settings.topic_names())
+        )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=int, default=1000, help="records per second")
+    parser.add_argument("--seconds", type=float, default=15.0, help="how long to write")
+    parser.add_argument("--runs", type=int, default=1, help="run keys sharing the rate")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def _fresh_settings(partitions: int) -> Settings:
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    settings = Settings(
+        results_topic=f"{name}.sample-results",
+        summaries_topic=f"{name}.run-summaries",
+        dlq_topic=f"{name}.sample-results.dlq",
+        aggregator_group=f"{name}.aggregator",
+        partitions=partitions,
+    )
+    ensure_topics(
+        AdminClient({"bootstrap.servers": settings.bootstrap_servers}), topic_specs(settings)
+    )
+    return settings
+
+
+def _start_aggregator(settings: Settings) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    for name in ("results_topic", "summaries_topic", "dlq_topic", "aggregator_group"):
+        env[f"RESULTLOG_{name.upper()}"] = getattr(settings, name)
+    return subprocess.Popen(
+        [sys.executable, __file__, "--serve"], env=env, stdout=subprocess.PIPE, text=True
+    )
+
+
+def _serve() -> int:
+    """The child: `resultlog aggregator --http 127.0.0.1:0`, through its own handler."""
+    from resultlog._cmd_aggregator import aggregator_command
+
+    args = argparse.Namespace(http=("127.0.0.1", 0), group=None, instance_id=None)
+    return aggregator_command(args)
+
+
+def _wait_ready(child: subprocess.Popen[str]) -> str:
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    base_url = line.split()[-1] if line.startswith("aggregator serving ") else ""
+    if not base_url.startswith("http://"):
+        raise SystemExit(f"the aggregator did not start (exit {child.wait(10)})")
+    deadline = time.monotonic() + 60
+    while httpx.get(base_url + "/healthz").status_code != 200:
+        if time.monotonic() > deadline:
+            raise SystemExit("the aggregator never became ready")
+        time.sleep(0.05)
+    return base_url
+
+
+def _run_keys(runs: int) -> list[RunKey]:
+    return [RunKey(f"bench-{i}", "arith", "openai/gpt-4o") for i in range(runs)]
+
+
+def _records(count: int, run_keys: list[RunKey]) -> list[tuple[bytes, bytes, RunKey]]:
+    """(key, value, run key) of `count` records, round-robin over the runs, each a new key."""
+    codec, now, out = Codec(), datetime.now(UTC), []
+    for i in range(count):
+        run_key, j = run_keys[i % len(run_keys)], i // len(run_keys)
+        record = SampleResult(
+            run_id=run_key.run_id,
+            benchmark_id=run_key.benchmark_id,
+            model=run_key.model,
+            sample_id=f"arith-{j // 2:05d}",
+            sample_index=j // 2,
+            epoch=j % 2,
+            epochs=2,
+            status=RecordStatus.COMPLETED,
+            score=Score(value=ScoreValue.C if j % 3 else ScoreValue.I, answer="42"),
+            input=f"What is {j} + 1?",
+            target=str(j + 1),
+            usage=Usage(input_tokens=20, output_tokens=5, total_tokens=25, total_cost=1e-5),
+            generation_time_ms=30,
+            created_at=now,
+        )
+        out.append((record.key, codec.encode_sample_result(record), run_key))
+    return out
+
+
+class _Timeline:
+    """Delivery, consume and HTTP-visibility times of record i (the i-th produced)."""
+
+    def __init__(self, count: int) -> None:
+        self.delivered: list[float | None] = [None] * count
+        self.consumed: list[float | None] = [None] * count
+        self.visible: list[float | None] = [None] * count
+        self.polls = 0
+        self.poll_seconds = 0.0
+
+
+def _measure(settings: Settings, base_url: str, rate: int, seconds: float, runs: int) -> int:
+    run_keys = _run_keys(runs)
+    records = _records(int(rate * seconds), run_keys)
+    timeline = _Timeline(len(records))
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=_baseline, args=(settings, records, timeline, stop)),
+        threading.Thread(target=_poll_http, args=(base_url, run_keys, timeline, stop)),
+    ]
+    gc.freeze()  # this process's own collector pauses would show up as latency
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)  # the baseline consumer is assigned and fetching before the first record
+    started = time.monotonic()
+    _produce(settings, records, rate, timeline)
+    elapsed = time.monotonic() - started
+    deadline = time.monotonic() + 30
+    while None in timeline.visible and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    for thread in threads:
+        thread.join(10)
+    return _report(timeline, elapsed, runs, settings.partitions)
+
+
+def _produce(
+    settings: Settings, records: list[tuple[bytes, bytes, RunKey]], rate: int, timeline: _Timeline
+) -> None:
+    config = {"enable.idempotence": True, "acks": "all", "linger.ms": 5}
+    producer = Producer({**settings.client_config(), **config})
+    start = time.monotonic()
+    for index, (key, value, run_key) in enumerate(records):
+        due = start + index / rate
+        while (now := time.monotonic()) < due:
+            producer.poll(min(0.001, due - now))
+
+        def delivered(error: KafkaError | None, _m: Message, index: int = index) -> None:
+            if error is None:
+                timeline.delivered[index] = time.monotonic()
+
+        partition = partition_for(run_key, settings.partitions)
+        producer.produce(
+            settings.results_topic, key=key, value=value, partition=partition, on_delivery=delivered
+        )
+        producer.poll(0)
+    producer.flush(30)
+
+
+def _baseline(
+    settings: Settings,
+    records: list[tuple[bytes, bytes, RunKey]],
+    timeline: _Timeline,
+    stop: threading.Event,
+) -> None:
+    index_of = {key: i for i, (key, _, _) in enumerate(records)}
+    consumer = Consumer({**settings.client_config(), "group.id": f"baseline-{uuid.uuid4().hex}"})
+    partitions = range(settings.partitions)
+    consumer.assign([TopicPartition(settings.results_topic, p, 0) for p in partitions])
+    while not stop.is_set():
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            index = index_of.get(message.key() or b"")
+            if index is not None:
+                timeline.consumed[index] = time.monotonic()
+    consumer.close()
+
+
+def _poll_http(
+    base_url: str, run_keys: list[RunKey], timeline: _Timeline, stop: threading.Event
+) -> None:
+    """Poll the run (one) or the listing (several); mark records up to each count visible."""
+    runs = len(run_keys)
+    seen = [0] * runs
+    totals = [len(range(r, len(timeline.visible), runs)) for r in range(runs)]
+    # Visiting several runs in turn would measure this loop's cadence: one listing covers all.
+    url = base_url + (_path(run_keys[0]) if runs == 1 else f"/runs?limit={runs}")
+    index = {(k.run_id, k.benchmark_id, k.model): r for r, k in enumerate(run_keys)}
+    with httpx.Client(timeout=5) as client:
+        while not stop.is_set() and seen != totals:
+            asked = time.monotonic()
+            response = client.get(url)
+            now = time.monotonic()
+            timeline.polls += 1
+            timeline.poll_seconds += now - asked
+            if response.status_code != 200:
+                continue
+            body = response.json()
+            for summary in body if isinstance(body, list) else [body]:
+                r = index[(summary["run_id"], summary["benchmark_id"], summary["model"])]
+                served = min(summary["records"], totals[r])
+                for j in range(seen[r], served):
+                    timeline.visible[j * runs + r] = now
+                seen[r] = max(seen[r], served)
+
+
+def _path(run_key: RunKey) -> str:
+    return "/runs/" + encode_key(run_key, 0, 0).decode().rsplit("/", 2)[0]
+
+
+def _report(timeline: _Timeline, elapsed: float, runs: int, partitions: int) -> int:
+    http = _latencies(timeline.delivered, timeline.visible)
+    raw = _latencies(timeline.delivered, timeline.consumed)
+    count = len(timeline.visible)
+    print(
+        f"aggregator latency: {count} records over {runs} run(s) at {count / elapsed:.0f}/s "
+        f"for {elapsed:.1f} s, {partitions} partitions"
+    )
+    print(f"  {'delivery -> visible on GET /runs/...':<40}{_figures(http)}")
+    print(f"  {'baseline: delivery -> raw consume':<40}{_figures(raw)}")
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"  machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min)")
+    mean_poll = 1000 * timeline.poll_seconds / max(1, timeline.polls)
+    print(
+        f"  HTTP polls: {timeline.polls} (mean {mean_poll:.1f} ms each); "
+        f"not visible in time: {timeline.visible.count(None)}"
+    )
+    p99 = _percentile(http, 99)
+    verdict = "met" if p99 < TARGET_P99_MS else "MISSED"
+    print(f"  target p99 < {TARGET_P99_MS:.0f} ms: {verdict}")
+    return 0 if p99 < TARGET_P99_MS else 1
+
+
+def _latencies(start: list[float | None], end: list[float | None]) -> list[float]:
+    """Milliseconds from start to end per record; a record seen before its report counts 0."""
+    return [
+        max(0.0, (b - a) * 1000)
+        for a, b in zip(start, end, strict=True)
+        if a is not None and b is not None
+    ]
+
+
+def _percentile(values: list[float], pct: int) -> float:
+    if not values:
+        return float("nan")
+    return statistics.quantiles(values, n=100, method="inclusive")[pct - 1]
+
+
+def _figures(values: list[float]) -> str:
+    return (
+        f"p50 {_percentile(values, 50):7.1f} ms   p99 {_percentile(values, 99):7.1f} ms   "
+        f"max {max(values, default=float('nan')):7.1f} ms   (n={len(values)})"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

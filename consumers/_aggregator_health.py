@@ -1,0 +1,61 @@
+"""Readiness and per-partition progress of an aggregator, as /healthz reports them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Health", "PartitionHealth"]
+
+
+@dataclass(frozen=True)
+class PartitionHealth:
+    """Read progress of one assigned partition."""
+
+    partition: int
+    position: int
+    high_watermark: int
+    lag: int
+    caught_up: bool
+    runs: int
+
+
+@dataclass(frozen=True)
+class Health:
+    """Readiness: joined the group and every assigned partition caught up."""
+
+    running: bool
+    joined: bool
+    partitions: tuple[PartitionHealth, ...]
+
+    @property
+    def ready(self) -> bool:
+        """True once every assigned partition has been re-folded up to its assignment HWM."""
+        return self.running and self.joined and all(p.caught_up for p in self.partitions)
+
+    @property
+    def status(self) -> str:
+        """stopped, starting (not in the group yet), rebuilding or ready."""
+        if not self.running:
+            return "stopped"
+        if not self.joined:
+            return "starting"
+        return "ready" if self.ready else "rebuilding"
+
+    def as_json(self) -> dict[str, Any]:
+        """The /healthz body."""
+        return {
+            "status": self.status,
+            "ready": self.ready,
+            "lag": sum(p.lag for p in self.partitions),
+            "partitions": {
+                str(p.partition): {
+                    "position": p.position,
+                    "high_watermark": p.high_watermark,
+                    "lag": p.lag,
+                    "caught_up": p.caught_up,
+                    "runs": p.runs,
+                }
+                for p in self.partitions
+            },
+        }

@@ -1,0 +1,71 @@
+"""Classify one results-topic message: a record, a deletion, or poison for the dead-letter topic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import Message
+
+from consumers._aggregator_state import RecordId
+from consumers._decode import decode_value
+from consumers.dlq import MISROUTED, reason_kind
+from schemas import Codec, DecodeError, SampleResult, decode_key, partition_for
+
+__all__ = ["Ingested", "Poison", "ingest"]
+
+
+@dataclass(frozen=True, slots=True)
+class Poison:
+    """Why a message cannot be used, as a metric label and a human reason."""
+
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ingested:
+    """One consumed message, decided: which key it changes and how, and whether it is poison."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    record_id: RecordId | None  # None: the message changes no run (bad or misrouted key)
+    record: SampleResult | None  # None with a record_id: delete the key
+    poison: Poison | None
+
+
+def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
+    """Decode a message's key, then its value, the way replay and resume do."""
+    topic, partition, offset = (
+        message.topic() or "",
+        message.partition() or 0,
+        message.offset() or 0,
+    )
+    key, value = message.key(), message.value()
+
+    def result(
+        record_id: RecordId | None, record: SampleResult | None, poison: Poison | None
+    ) -> Ingested:
+        return Ingested(partition, offset, key, value, record_id, record, poison)
+
+    try:
+        record_id = decode_key(key if key is not None else b"")
+    except DecodeError as exc:
+        error = exc.at(topic, partition, offset)
+        return result(None, None, Poison(reason_kind(error), str(error)))
+    if partition_for(record_id[0], num_partitions) != partition:
+        # Resume and replay read a run key's one partition: a stray copy elsewhere is unseen.
+        expected = partition_for(record_id[0], num_partitions)
+        reason = f"record of {record_id[0]} is in partition {partition}, expected {expected}"
+        return result(None, None, Poison(MISROUTED, reason))
+    if value is None:
+        return result(record_id, None, None)
+    try:
+        record = decode_value(
+            codec, record_id, value, topic=topic, partition=partition, offset=offset
+        )
+    except DecodeError as exc:
+        # The latest value of this key is unusable: the key has no record, as in replay.
+        return result(record_id, None, Poison(reason_kind(exc), str(exc)))
+    return result(record_id, record, None)

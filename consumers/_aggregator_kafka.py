@@ -1,0 +1,78 @@
+"""The aggregator's Kafka boundary: consumer settings and metadata queries that wait out blips."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from consumers.errors import ConsumerError
+
+__all__ = ["consumer_overrides", "partition_count", "watermarks"]
+
+log = logging.getLogger(__name__)
+_METADATA_TIMEOUT_S = 15.0
+_WATERMARK_TIMEOUT_S = 10.0
+_WATERMARK_ATTEMPTS = 5
+
+
+def consumer_overrides(
+    group_id: str, session_timeout_ms: int, instance_id: str | None
+) -> dict[str, Any]:
+    """Group member settings: nothing committed, cooperative assignment, end-of-partition events."""
+    overrides: dict[str, Any] = {
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "enable.partition.eof": True,
+        "session.timeout.ms": session_timeout_ms,
+        # Frequent heartbeats: members learn of a rebalance (two rounds when cooperative)
+        # sooner, so a joining or leaving instance settles in about a second.
+        "heartbeat.interval.ms": min(500, max(100, session_timeout_ms // 10)),
+    }
+    if instance_id is not None:
+        # Static membership: a restarted instance takes its partitions back at once.
+        overrides["group.instance.id"] = instance_id
+    return overrides
+
+
+def partition_count(consumer: Consumer, topic: str, servers: object) -> int:
+    """The topic's partition count, waiting out transient errors (a leader being elected)."""
+    deadline = time.monotonic() + _METADATA_TIMEOUT_S
+    while True:
+        try:
+            metadata = consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            raise ConsumerError(f"cannot reach Kafka at {servers}: {exc.args[0]}") from exc
+        found = metadata.topics.get(topic)
+        error = None if found is None else found.error
+        if found is None or (
+            error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        ):
+            raise ConsumerError(f"topic {topic} does not exist; run `resultlog topics create`")
+        if error is None and found.partitions:
+            return len(found.partitions)
+        if time.monotonic() > deadline:
+            raise ConsumerError(f"topic {topic} is not available: {error}")
+        time.sleep(0.2)
+
+
+def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int | None]:
+    """Low and high watermarks; high None if the broker did not answer (read to the end)."""
+    topic_partition = TopicPartition(topic, partition)
+    for attempt in range(_WATERMARK_ATTEMPTS):
+        try:
+            low, high = consumer.get_watermark_offsets(
+                topic_partition, timeout=_WATERMARK_TIMEOUT_S, cached=False
+            )
+            return int(low), int(high)
+        except KafkaException as exc:
+            # A just-created topic may not have a leader yet: that settles quickly.
+            if attempt + 1 == _WATERMARK_ATTEMPTS:
+                log.warning("no watermarks for %s[%d] (%s)", topic, partition, exc.args[0])
+            time.sleep(0.1 * (attempt + 1))
+    return 0, None

@@ -1,0 +1,315 @@
+"""The aggregator's in-memory state: per assigned partition, one RunFold per run key.
+
+Not thread-safe by itself. The Aggregator's rule: only its consumer thread mutates this state,
+always under the lock; readers hold the lock and compute nothing unless told to (`compute`),
+asking instead for summaries the consumer thread computes between batches (`take_jobs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from consumers._aggregator_health import Health, PartitionHealth
+from consumers.fold import RunFold
+from schemas import AsOf, RunKey, RunSummary, SampleResult, partition_for
+
+__all__ = ["AggregatorState", "Job", "Lookup", "PartitionState", "utc_now"]
+
+RecordId = tuple[RunKey, int, int]  # (run key, sample_index, epoch), decoded from a key
+
+
+@dataclass
+class _Run:
+    """One run key's fold, its cached summary and what was last published for it."""
+
+    fold: RunFold
+    version: int = 0
+    cached: RunSummary | None = None
+    cached_version: int = -1
+    published: RunSummary | None = None  # without as_of, to skip unchanged publications
+
+    @property
+    def fresh(self) -> bool:
+        """Whether the cached summary reflects every record applied so far."""
+        return self.cached is not None and self.cached_version == self.version
+
+
+@dataclass(frozen=True)
+class Job:
+    """A summary for the consumer thread to compute outside the lock."""
+
+    run: _Run
+    version: int
+    as_of: AsOf
+
+    def compute(self) -> RunSummary:
+        """The fold's summary (safe unlocked only on the thread that mutates the folds)."""
+        return self.run.fold.summary(self.as_of)
+
+
+@dataclass
+class PartitionState:
+    """What one assigned partition holds and how far it has been read."""
+
+    partition: int
+    position: int  # next offset to read
+    high_at_assign: int | None  # None: unknown, catching up needs end-of-partition
+    high: int
+    caught_up: bool = False
+    runs: dict[RunKey, _Run] = field(default_factory=dict)
+    dirty: set[RunKey] = field(default_factory=set)
+
+    @property
+    def lag(self) -> int:
+        """Records between the read position and the latest known high watermark."""
+        return max(0, self.high - self.position)
+
+    def advance(self, offset: int) -> None:
+        """Record that `offset` was consumed."""
+        self.position = max(self.position, offset + 1)
+        self.high = max(self.high, self.position)
+        if self.high_at_assign is not None and self.position >= self.high_at_assign:
+            self.caught_up = True
+
+    def reached_end(self, offset: int) -> None:
+        """The consumer reported the end of the partition at `offset`."""
+        self.position = max(self.position, offset)
+        self.high = max(self.high, offset)
+        self.caught_up = True
+
+    def as_of(self, now: datetime) -> AsOf:
+        """Freshness of a summary computed from this partition now."""
+        return AsOf(
+            computed_at=now, source="aggregator", offsets={str(self.partition): self.position}
+        )
+
+    def summary(self, run_key: RunKey, now: datetime) -> RunSummary | None:
+        """The run's current summary (cached until the run changes); None when it is empty."""
+        run = self.runs.get(run_key)
+        if run is None or not len(run.fold):
+            return None
+        if run.cached is None or run.cached_version != run.version:
+            run.cached = run.fold.summary(self.as_of(now))
+            run.cached_version = run.version
+        return run.cached
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The answer to "what is this run's summary?"."""
+
+    summary: RunSummary | None
+    partition: int
+    assigned: bool
+    rebuilding: bool
+
+
+class AggregatorState:
+    """Per-partition folds of the results topic, as far as this instance has read it."""
+
+    def __init__(self, num_partitions: int) -> None:
+        self.num_partitions = num_partitions
+        self.partitions: dict[int, PartitionState] = {}
+        self.running = False
+        self.joined = False
+        self.wanted: dict[RunKey, int] = {}  # run key -> partition, summaries readers await
+
+    def assign(self, partition: int, low: int, high: int | None) -> None:
+        """Start (or restart) folding a partition from its beginning."""
+        start = max(low, 0)
+        known_high = high if high is not None else start
+        state = PartitionState(partition, start, high, known_high)
+        state.caught_up = high is not None and high <= start
+        self.partitions[partition] = state
+
+    def revoke(self, partition: int) -> None:
+        """Forget a partition: its runs are no longer this instance's to serve or publish."""
+        self.partitions.pop(partition, None)
+
+    def put(self, partition: int, offset: int, record_id: RecordId, record: SampleResult) -> None:
+        """Apply a decoded record: it replaces whatever its key held."""
+        state = self.partitions.get(partition)
+        if state is None:
+            return
+        run_key = record_id[0]
+        run = state.runs.get(run_key)
+        if run is None:
+            run = state.runs[run_key] = _Run(RunFold(run_key))
+        run.fold.apply(record)
+        self._touched(state, run_key, run, offset)
+
+    def delete(self, partition: int, offset: int, record_id: RecordId) -> None:
+        """Forget a key: a tombstone, or a latest value that cannot be decoded."""
+        state = self.partitions.get(partition)
+        if state is None:
+            return
+        run_key, sample_index, epoch = record_id
+        run = state.runs.get(run_key)
+        if run is not None:
+            run.fold.remove(sample_index, epoch)
+            self._touched(state, run_key, run, offset)
+        else:
+            state.advance(offset)
+
+    def advance(self, partition: int, offset: int) -> None:
+        """Record that a message that changes no run was consumed."""
+        state = self.partitions.get(partition)
+        if state is not None:
+            state.advance(offset)
+
+    def reached_end(self, partition: int, offset: int) -> None:
+        """The consumer reported the end of a partition."""
+        state = self.partitions.get(partition)
+        if state is not None:
+            state.reached_end(offset)
+
+    def observe_high(self, partition: int, high: int) -> None:
+        """A newer high watermark for the lag figures."""
+        state = self.partitions.get(partition)
+        if state is not None:
+            state.high = max(state.high, high)
+
+    def lookup(self, run_key: RunKey, now: datetime, *, compute: bool) -> Lookup | None:
+        """The run's summary if served here; None (and a wish) if it must be computed first."""
+        partition = partition_for(run_key, self.num_partitions)
+        state = self.partitions.get(partition)
+        if state is None:
+            return Lookup(None, partition, assigned=False, rebuilding=False)
+        if not state.caught_up:
+            return Lookup(None, partition, assigned=True, rebuilding=True)
+        run = state.runs.get(run_key)
+        if run is not None and len(run.fold) and not run.fresh and not compute:
+            self.wanted[run_key] = partition
+            return None
+        return Lookup(state.summary(run_key, now), partition, assigned=True, rebuilding=False)
+
+    def summaries(
+        self,
+        now: datetime,
+        *,
+        compute: bool,
+        run_id: str | None = None,
+        benchmark: str | None = None,
+        model: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunSummary] | None:
+        """Summaries of served runs in run key order, filtered; None (and wishes) if stale."""
+        chosen = sorted(
+            (
+                (run_key, state)
+                for state in self.partitions.values()
+                if state.caught_up
+                for run_key, run in state.runs.items()
+                if len(run.fold)
+                and (run_id is None or run_key.run_id == run_id)
+                and (benchmark is None or run_key.benchmark_id == benchmark)
+                and (model is None or run_key.model == model)
+            ),
+            key=lambda item: item[0],
+        )[:limit]
+        stale = {k: s.partition for k, s in chosen if not s.runs[k].fresh}
+        if stale and not compute:
+            self.wanted.update(stale)
+            return None
+        return [summary for k, s in chosen if (summary := s.summary(k, now)) is not None]
+
+    def want_changed(self, partitions: set[int] | None = None) -> None:
+        """Ask for the summaries of changed runs of caught-up partitions (to publish them)."""
+        for number, state in self.partitions.items():
+            if state.caught_up and (partitions is None or number in partitions):
+                self.wanted.update(dict.fromkeys(state.dirty, number))
+
+    def take_jobs(self, now: datetime) -> list[Job]:
+        """The summaries wished for that are not fresh yet; clears the wishes."""
+        jobs = []
+        for run_key, partition in self.wanted.items():
+            state = self.partitions.get(partition)
+            run = state.runs.get(run_key) if state is not None else None
+            if state is not None and run is not None and len(run.fold) and not run.fresh:
+                jobs.append(Job(run, run.version, state.as_of(now)))
+        self.wanted.clear()
+        return jobs
+
+    @staticmethod
+    def store(jobs: list[Job], summaries: list[RunSummary]) -> None:
+        """Cache summaries computed outside the lock."""
+        for job, summary in zip(jobs, summaries, strict=True):
+            if job.version >= job.run.cached_version:
+                job.run.cached, job.run.cached_version = summary, job.version
+
+    def changed(
+        self, now: datetime, partitions: set[int] | None = None
+    ) -> tuple[list[tuple[RunKey, RunSummary | None]], bool]:
+        """Publications (None: a tombstone) of changed runs whose summaries are computed, and
+        whether no changed run is left (one still stale waits for the next call)."""
+        out: list[tuple[RunKey, RunSummary | None]] = []
+        finished = True
+        for number, state in self.partitions.items():
+            if not state.caught_up or (partitions is not None and number not in partitions):
+                continue
+            for run_key in sorted(state.dirty):
+                run = state.runs.get(run_key)
+                if run is not None and len(run.fold) and not run.fresh:
+                    finished = False
+                    continue
+                state.dirty.discard(run_key)
+                out.extend(_publication(state, run_key, now))
+        return out, finished
+
+    def republish(self, run_key: RunKey) -> None:
+        """A publication failed: publish the run again at the next chance."""
+        state = self.partitions.get(partition_for(run_key, self.num_partitions))
+        if state is not None and run_key in state.runs:
+            state.runs[run_key].published = None
+            state.dirty.add(run_key)
+
+    def health(self) -> Health:
+        """Per-partition progress and readiness."""
+        return Health(
+            running=self.running,
+            joined=self.joined,
+            partitions=tuple(
+                PartitionHealth(
+                    partition=p.partition,
+                    position=p.position,
+                    high_watermark=p.high,
+                    lag=p.lag,
+                    caught_up=p.caught_up,
+                    runs=sum(1 for run in p.runs.values() if len(run.fold)),
+                )
+                for _, p in sorted(self.partitions.items())
+            ),
+        )
+
+    def runs_tracked(self) -> int:
+        """Non-empty runs held across assigned partitions."""
+        return sum(1 for p in self.partitions.values() for run in p.runs.values() if len(run.fold))
+
+    @staticmethod
+    def _touched(state: PartitionState, run_key: RunKey, run: _Run, offset: int) -> None:
+        run.version += 1
+        state.dirty.add(run_key)
+        state.advance(offset)
+
+
+def _publication(
+    state: PartitionState, run_key: RunKey, now: datetime
+) -> list[tuple[RunKey, RunSummary | None]]:
+    """What to publish for one changed run: nothing if unchanged, a tombstone if emptied."""
+    summary = state.summary(run_key, now)
+    if summary is None:
+        # Every key of the run was deleted: drop it here and on the summaries topic.
+        state.runs.pop(run_key, None)
+        return [(run_key, None)]
+    run = state.runs[run_key]
+    bare = summary.model_copy(update={"as_of": None})
+    if bare == run.published:
+        return []
+    run.published = bare
+    return [(run_key, summary)]
+
+
+def utc_now() -> datetime:
+    """The time stamped into as_of."""
+    return datetime.now(UTC)

@@ -1,0 +1,430 @@
+"""The aggregator against a real broker: it agrees with the fold, survives kills and rebalances."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from consumers import fold, read_run_records
+from consumers._aggregator_state import AggregatorState
+from consumers.aggregator import Aggregator
+from consumers.api import HttpServer, create_app
+from producer.model_client import ModelClient
+from producer.model_server import Behavior, ModelServer
+from producer.runner import model_solver, run_benchmark
+from producer.store import KafkaResultStore
+from resultlog.settings import Settings
+from schemas import (
+    Codec,
+    RunKey,
+    RunSummary,
+    SampleResult,
+    decode_run_key,
+    encode_key,
+    partition_for,
+)
+from tests.factories import RUN_KEY, make_record
+from tests.producer.test_runner import FAST_WRITES, small
+
+T = TypeVar("T")
+DEADLINE_S = 30.0
+
+
+# -- helpers shared with test_api.py --------------------------------------------------------
+
+
+def wait_for(probe: Callable[[], T | None], what: str, timeout_s: float = DEADLINE_S) -> T:
+    """Poll `probe` until it returns something truthy; fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}: last saw {found!r}")
+        time.sleep(0.05)
+
+
+def write(settings: Settings, records: Iterable[SampleResult]) -> None:
+    """Write records through the real result store, in order, each acknowledged."""
+
+    async def go() -> None:
+        store = KafkaResultStore(settings.client_config(), settings.results_topic)
+        try:
+            for record in records:
+                await store.write(record)
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+
+
+def write_many(settings: Settings, records: list[SampleResult], window: int = 500) -> None:
+    """Write many records concurrently (a window at a time) through the real result store."""
+
+    async def go() -> None:
+        store = KafkaResultStore(settings.client_config(), settings.results_topic)
+        try:
+            for start in range(0, len(records), window):
+                await asyncio.gather(*map(store.write, records[start : start + window]))
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+
+
+def produce_raw(settings: Settings, messages: list[tuple[bytes | None, bytes | None, int]]) -> None:
+    """Produce (key, value, partition) as given, bypassing the codec."""
+    producer = Producer({**settings.client_config(), "enable.idempotence": True, "acks": "all"})
+    for key, value, partition in messages:
+        producer.produce(settings.results_topic, key=key, value=value, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def expected(settings: Settings, run_key: RunKey) -> dict[str, Any]:
+    """The fold over the run key's latest records in the topic, without as_of."""
+    records, _ = read_run_records(
+        settings.client_config(), settings.results_topic, run_key, Codec()
+    )
+    return bare(fold(records, run_key))
+
+
+def bare(summary: RunSummary | dict[str, Any]) -> dict[str, Any]:
+    """A summary as JSON without its freshness fields."""
+    data = summary.model_dump(mode="json") if isinstance(summary, RunSummary) else dict(summary)
+    data.pop("as_of", None)
+    return data
+
+
+def path(run_key: RunKey) -> str:
+    """The HTTP path of a run: each segment percent-encoded as in keys."""
+    return "/runs/" + encode_key(run_key, 0, 0).decode().rsplit("/", 2)[0]
+
+
+def served(base_url: str, run_key: RunKey) -> dict[str, Any] | None:
+    """The run's summary over HTTP without as_of, or None until it is there."""
+    response = httpx.get(base_url + path(run_key), timeout=5)
+    return bare(response.json()) if response.status_code == 200 else None
+
+
+def published(settings: Settings) -> dict[RunKey, dict[str, Any] | None]:
+    """The latest value per key on the summaries topic (None: a tombstone), without as_of."""
+    consumer = Consumer(
+        {**settings.client_config(), "group.id": "inspect", "enable.partition.eof": True}
+    )
+    consumer.assign(
+        [TopicPartition(settings.summaries_topic, p, 0) for p in range(settings.partitions)]
+    )
+    codec, latest, ended = Codec(), {}, set()
+    deadline = time.monotonic() + DEADLINE_S
+    while len(ended) < settings.partitions and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error() is not None:
+            assert message.error().code() == KafkaError._PARTITION_EOF
+            ended.add(message.partition())
+            continue
+        value = message.value()
+        summary = None if value is None else bare(codec.decode_run_summary(value))
+        latest[decode_run_key(message.key())] = summary
+    consumer.close()
+    return latest
+
+
+def converged(settings: Settings, want: dict[RunKey, dict[str, Any]]) -> bool:
+    """Whether the summaries topic holds exactly `want` for those run keys."""
+    latest = published(settings)
+    return all(latest.get(run_key) == summary for run_key, summary in want.items())
+
+
+@contextlib.contextmanager
+def running(settings: Settings) -> Iterator[Aggregator]:
+    """A running aggregator on the test's topics, publishing every 50 ms."""
+    with Aggregator.from_settings(settings, publish_interval_s=0.05) as aggregator:
+        yield aggregator
+    assert aggregator.failure is None
+
+
+@contextlib.contextmanager
+def serving(aggregator: Aggregator) -> Iterator[str]:
+    """The aggregator's HTTP API on a free port, once every partition is caught up."""
+    server = HttpServer(create_app(aggregator), "127.0.0.1", 0)
+    server.start_in_thread()
+    try:
+        health = aggregator.health
+        wait_for(lambda: health().ready, f"readiness (failure {aggregator.failure!r})")
+        yield server.url
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def aggregator(settings: Settings) -> Iterator[Aggregator]:
+    """A running aggregator on this test's topics."""
+    with running(settings) as started:
+        yield started
+
+
+@pytest.fixture
+def base_url(aggregator: Aggregator) -> Iterator[str]:
+    """The aggregator's HTTP API base URL."""
+    with serving(aggregator) as url:
+        yield url
+
+
+# -- tests ----------------------------------------------------------------------------------
+
+
+async def test_a_benchmark_run_is_summarised_exactly_as_the_fold(
+    settings: Settings,
+    kafka_store: KafkaResultStore,
+    model_client: ModelClient,
+    model_server: ModelServer,
+    base_url: str,
+) -> None:
+    bench = small(8)
+    model_server.override(bench.items[2].id, 1, Behavior(status=429))
+    runs = [("r1", "offline/arith-1"), ("r2", "openai/gpt-4o")]
+    for run_id, model in runs:
+        await run_benchmark(
+            bench,
+            model,
+            run_id=run_id,
+            solver=model_solver(model_client, model),
+            epochs=2,
+            store=kafka_store,
+            write_policy=FAST_WRITES,
+        )
+    for run_id, model in runs:
+        run_key = RunKey(run_id, "arith", model)
+        want = await asyncio.to_thread(expected, settings, run_key)
+        assert want["records"] == 16 and want["degraded_records"] == 1
+        await asyncio.to_thread(
+            wait_for, lambda k=run_key, w=want: served(base_url, k) == w, "HTTP"
+        )
+        await asyncio.to_thread(
+            wait_for, lambda k=run_key, w=want: converged(settings, {k: w}), "topic"
+        )
+
+
+def test_a_degraded_record_replaced_by_a_completed_one_moves_the_summary(
+    settings: Settings, base_url: str
+) -> None:
+    write(settings, [make_record(i, 0) for i in range(1, 4)])
+    write(settings, [make_record(0, 0, "S", degraded=True)])
+    first = wait_for(
+        lambda: (s := served(base_url, RUN_KEY)) and s["records"] == 4 and s,
+        "the degraded record",
+    )
+    assert first["degraded_records"] == 1 and first["skipped_questions"] == 1
+    assert bare(first) == expected(settings, RUN_KEY)
+
+    write(settings, [make_record(0, 0, "C", created_offset_ms=1000)])
+    want = expected(settings, RUN_KEY)
+    assert want["degraded_records"] == 0 and want["correct_answers"] == 4
+    wait_for(lambda: served(base_url, RUN_KEY) == want, "the completed record over HTTP")
+    wait_for(lambda: converged(settings, {RUN_KEY: want}), "the completed record on the topic")
+
+
+def test_tombstones_remove_keys_and_an_emptied_run_disappears(
+    settings: Settings, base_url: str
+) -> None:
+    write(settings, [make_record(0, 0), make_record(1, 0)])
+    wait_for(lambda: (s := served(base_url, RUN_KEY)) and s["records"] == 2, "two records")
+    produce_raw(settings, [(encode_key(RUN_KEY, 1, 0), None, _partition(settings))])
+    wait_for(lambda: (s := served(base_url, RUN_KEY)) and s["records"] == 1, "the tombstone")
+    produce_raw(settings, [(encode_key(RUN_KEY, 0, 0), None, _partition(settings))])
+    wait_for(lambda: httpx.get(base_url + path(RUN_KEY)).status_code == 404, "the run to go")
+    wait_for(lambda: published(settings).get(RUN_KEY, "absent") is None, "a summary tombstone")
+
+
+def test_state_serves_caught_up_partitions_with_summaries_computed_on_request() -> None:
+    state = AggregatorState(num_partitions=3)
+    state.joined = state.running = True
+    partition = _partition_of(RUN_KEY, 3)
+    state.assign(partition, low=0, high=10)
+    for other in set(range(3)) - {partition}:
+        state.assign(other, low=0, high=0)
+    now = datetime.now(UTC)
+    state.put(partition, 0, (RUN_KEY, 0, 0), make_record(0, 0))
+    rebuilding = state.lookup(RUN_KEY, now, compute=False)
+    assert rebuilding is not None and rebuilding.rebuilding and rebuilding.summary is None
+    assert not state.health().ready and state.changed(now) == ([], True)
+
+    state.put(partition, 9, (RUN_KEY, 1, 0), make_record(1, 0))
+    assert state.health().ready
+    assert state.changed(now) == ([], False)  # stale: published once computed
+    assert state.lookup(RUN_KEY, now, compute=False) is None  # a wish, not a fold
+    jobs = state.take_jobs(now)
+    assert len(jobs) == 1 and state.wanted == {}
+    state.store(jobs, [job.compute() for job in jobs])
+    found = state.lookup(RUN_KEY, now, compute=False)
+    assert found is not None and found.summary is not None and found.summary.records == 2
+    assert found.summary.as_of is not None and found.summary.as_of.offsets == {str(partition): 10}
+    assert state.summaries(now, compute=False) == [found.summary]
+    pending, finished = state.changed(now)
+    assert [key for key, _ in pending] == [RUN_KEY] and finished
+    assert state.changed(now) == ([], True)  # nothing changed since
+
+
+def test_sigkill_during_ingestion_then_restart_converges(settings: Settings) -> None:
+    runs = [RunKey(f"kill-{i}", "arith", "openai/gpt-4o") for i in range(3)]
+    batches = [
+        [
+            make_record(s, e, "CI"[s % 2], run_key=k, dataset_size=1000)
+            for k in runs
+            for s in range(lo, lo + 250)
+            for e in range(2)
+        ]
+        for lo in (0, 250, 500)
+    ]
+    write_many(settings, batches[0])
+    first = _start_cli(settings)
+    try:
+        wait_for(lambda: _served_records(first.url, runs) > 0, "ingestion to start")
+        writer = _in_thread(lambda: write_many(settings, batches[1]))
+        wait_for(lambda: _served_records(first.url, runs) > len(batches[0]), "more ingestion")
+        first.kill()
+        writer()
+        write_many(settings, batches[2])
+    finally:
+        first.kill()
+    second = _start_cli(settings)
+    try:
+        want = {k: expected(settings, k) for k in runs}
+        assert [w["records"] for w in want.values()] == [1500] * 3
+        for run_key in runs:
+            wait_for(lambda k=run_key: served(second.url, k) == want[k], f"HTTP of {run_key}")
+        wait_for(lambda: converged(settings, want), "the summaries topic")
+        assert second.stop() == 0
+    finally:
+        second.kill()
+
+
+def test_two_instances_share_partitions_and_survive_a_rebalance(settings: Settings) -> None:
+    runs = [RunKey(f"pair-{i}", "arith", "m") for i in range(8)]
+    records = [make_record(s, e, run_key=k) for k in runs for s in range(20) for e in range(2)]
+    write_many(settings, records[::2])
+    first = Aggregator.from_settings(settings, publish_interval_s=0.05)
+    second = Aggregator.from_settings(settings, publish_interval_s=0.05)
+    first.start()
+    try:
+        wait_for(lambda: _owned(first) == set(range(settings.partitions)), "first to own all")
+        second.start()
+        wait_for(lambda: _owned(first) and _owned(second) and _split(first, second), "a split")
+        write_many(settings, records[1::2])
+        first.stop()
+        wait_for(lambda: _owned(second) == set(range(settings.partitions)), "second to own all")
+        # Every key was written once: the fold of what was written is the fold of the topic.
+        want = {k: bare(fold([r for r in records if r.run_key == k])) for k in runs}
+        for run_key in runs:
+            wait_for(
+                lambda k=run_key: (f := second.lookup(k).summary) and bare(f) == want[k],
+                f"the second instance's {run_key}",
+            )
+        wait_for(lambda: converged(settings, want), "the summaries topic")
+    finally:
+        first.stop()
+        second.stop()
+    assert first.failure is None and second.failure is None
+
+
+# -- private helpers ------------------------------------------------------------------------
+
+
+def _partition_of(run_key: RunKey, partitions: int) -> int:
+    return partition_for(run_key, partitions)
+
+
+def _partition(settings: Settings, run_key: RunKey = RUN_KEY) -> int:
+    return _partition_of(run_key, settings.partitions)
+
+
+def _owned(aggregator: Aggregator) -> set[int]:
+    health = aggregator.health()
+    return {p.partition for p in health.partitions} if health.ready else set()
+
+
+def _split(first: Aggregator, second: Aggregator) -> bool:
+    one, two = _owned(first), _owned(second)
+    return not one & two and len(one | two) == 3
+
+
+def _served_records(base_url: str, runs: list[RunKey]) -> int:
+    try:
+        return sum((served(base_url, k) or {"records": 0})["records"] for k in runs)
+    except httpx.HTTPError:
+        return 0
+
+
+def _in_thread(work: Callable[[], None]) -> Callable[[], None]:
+    """Run `work` in a thread; the returned function joins it and re-raises its error."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+
+    def join() -> None:
+        thread.join(DEADLINE_S)
+        if errors:
+            raise errors[0]
+
+    return join
+
+
+class _Cli:
+    """A `resultlog aggregator` child process serving on a free port."""
+
+    def __init__(self, process: subprocess.Popen[str], url: str) -> None:
+        self.process = process
+        self.url = url
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(20)
+
+
+def _start_cli(settings: Settings) -> _Cli:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
+    env.update(
+        RESULTLOG_BOOTSTRAP_SERVERS=settings.bootstrap_servers,
+        RESULTLOG_RESULTS_TOPIC=settings.results_topic,
+        RESULTLOG_SUMMARIES_TOPIC=settings.summaries_topic,
+        RESULTLOG_DLQ_TOPIC=settings.dlq_topic,
+        RESULTLOG_AGGREGATOR_GROUP=settings.aggregator_group,
+    )
+    command = [sys.executable, "-m", "resultlog.cli", "aggregator", "--http", "127.0.0.1:0"]
+    # Static membership: the restarted process takes the killed one's partitions at once.
+    command += ["--instance-id", "agg-0"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("aggregator serving http://"):
+        process.kill()
+        pytest.fail(f"unexpected first line {line!r} (exit {process.wait(10)})")
+    return _Cli(process, line.split()[-1])

@@ -1,0 +1,154 @@
+"""Compaction really runs while runs are written and re-written; every reader's summary holds.
+
+The topics get tiny segments (segment.ms), min.cleanable.dirty.ratio 0.01 and a short
+delete.retention.ms; the launcher's broker cleans every second. Resume re-runs degraded pairs,
+so their keys are superseded; the cleaner then drops the superseded values. Resume, replay
+(one run and all runs) and the aggregator (one that watched, one rebuilt afterwards) must give
+the same summaries before and after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from consumers import replay_all, replay_run
+from producer import Behavior, KafkaResultStore, ModelServer
+from resultlog.settings import Settings
+from schemas import Codec, RunKey, partition_for
+from tests.factories import make_record
+from tests.faults.conftest import make_settings
+from tests.faults.support import (
+    MODEL,
+    RawRecord,
+    bare,
+    report,
+    resume_summary,
+    run_once,
+    run_partition,
+    scan,
+    serving_aggregator,
+    small_bench,
+    wait_for,
+)
+
+pytestmark = pytest.mark.faults
+
+SAMPLES, EPOCHS = 30, 2
+SEGMENT_MS = 200
+COMPACTING = {
+    "segment.ms": str(SEGMENT_MS),
+    "min.cleanable.dirty.ratio": "0.01",
+    "delete.retention.ms": "100",
+    "min.compaction.lag.ms": "0",
+}
+
+
+def _views(settings: Settings, run_keys: list[RunKey], aggregators: list[Any]) -> list[Any]:
+    """Each reader's summaries of the run keys, without freshness fields."""
+    codec = Codec()
+    everything = replay_all(settings.client_config(), settings.results_topic, codec)
+    views: list[Any] = [{k: resume_summary(settings, k) for k in run_keys}]
+    views.append(
+        {
+            k: bare(replay_run(settings.client_config(), settings.results_topic, k, codec)
+                    .summaries[k])
+            for k in run_keys
+        }
+    )  # fmt: skip
+    views.append({k: bare(everything.summaries[k]) for k in run_keys})
+    for aggregator in aggregators:
+        views.append({k: bare(aggregator.lookup(k).summary) for k in run_keys})
+    return views
+
+
+def _roll_segment(settings: Settings, partition: int) -> None:
+    """Write one record of another run into `partition` after segment.ms: the segment rolls."""
+    filler = next(
+        k
+        for i in range(1000)
+        if partition_for(k := RunKey(f"filler-{i}", "arith", MODEL), settings.partitions)
+        == partition
+    )
+    time.sleep(SEGMENT_MS * 1.5 / 1000)
+
+    async def write() -> None:
+        store = KafkaResultStore(settings.client_config(), settings.results_topic)
+        try:
+            await store.write(make_record(0, 0, run_key=filler, created_offset_ms=int(time.time())))
+        finally:
+            await store.close()
+
+    asyncio.run(write())
+
+
+def _compacted(settings: Settings, partition: int, before: list[RawRecord]) -> list[RawRecord]:
+    """Wait until the cleaner dropped superseded values of the partition; return what is left."""
+    keys = {r.key for r in before}
+
+    def dropped() -> list[RawRecord] | None:
+        now = scan(settings.client_config(), settings.results_topic, partition)
+        left = [r for r in now if r.key in keys]
+        return now if len(left) < len(before) else None
+
+    return wait_for(dropped, "the cleaner to compact the partition", timeout_s=90)
+
+
+def _compact_and_compare(
+    settings: Settings, run_keys: list[RunKey], watching: Any, phase: str
+) -> tuple[int, int]:
+    # The first run key's partition holds superseded values: the cleaner must drop some.
+    partition = run_partition(settings, run_keys[0])
+    before = scan(settings.client_config(), settings.results_topic, partition)
+    views_before = _views(settings, run_keys, [watching])
+    _roll_segment(settings, partition)
+    after = _compacted(settings, partition, before)
+    with serving_aggregator(settings) as (rebuilt, _):
+        views_after = _views(settings, run_keys, [watching, rebuilt])
+    reference = views_before[0]
+    wrong = sum(view != reference for view in [*views_before, *views_after])
+    raw_before, raw_after = len(before), len([r for r in after if r in before])
+    report(f"compaction-{phase}", raw_before=raw_before, raw_after=raw_after, wrong_summaries=wrong)
+    assert wrong == 0, (views_before, views_after)
+    assert raw_after < raw_before
+    return raw_before, raw_after
+
+
+def test_summaries_survive_compaction_of_superseded_records(kafka_bootstrap: str) -> None:
+    settings = make_settings(kafka_bootstrap, extra_config=COMPACTING)
+    bench = small_bench(SAMPLES)
+    main, other = RunKey("compact", bench.name, MODEL), RunKey("other", bench.name, MODEL)
+    with ModelServer(latency_s=0.0, error_rate=0.1) as server:
+        for sample in bench.items[:6]:  # degraded in the first run only: superseded later
+            server.override(sample.id, 0, Behavior(status=500))
+
+        def run(run_id: str) -> Any:
+            return asyncio.run(
+                run_once(settings, bench, run_id, server.base_url, epochs=EPOCHS, concurrency=4)
+            )
+
+        first = run("compact")
+        run("other")
+        server.clear_overrides()
+        second = run("compact")
+        assert second.degraded < first.degraded
+        with serving_aggregator(settings) as (watching, _):
+            wait_for(
+                lambda: (
+                    watching.lookup(main).summary is not None
+                    and bare(watching.lookup(main).summary) == resume_summary(settings, main)
+                ),
+                "the aggregator to catch up",
+            )
+            _compact_and_compare(settings, [main, other], watching, "1")
+            third = run("compact")  # re-writes the still degraded pairs after compaction
+            assert third.degraded > 0
+            wait_for(
+                lambda: bare(watching.lookup(main).summary) == bare(third.summary),
+                "the aggregator to see the third run",
+            )
+            _compact_and_compare(settings, [main, other], watching, "2")
+    assert bare(third.summary) == resume_summary(settings, main)

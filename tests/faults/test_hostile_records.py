@@ -1,0 +1,180 @@
+"""Hostile bytes on the results topic: every reader keeps going and counts each bad record once.
+
+Next to a real run: random bytes, single-object framing of an unknown fingerprint, a future
+format_version, a truncated record, an empty (not null) value, and keys that do not parse.
+Resume/status and replay of the run count the run's bad latest records, `replay --all` and the
+aggregator count all of them, and the aggregator dead-letters each with its headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from collections import Counter
+from io import BytesIO
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from fastavro import schemaless_writer
+
+from consumers import replay_all, replay_run
+from consumers.dlq import (
+    HEADER_REASON,
+    HEADER_REASON_KIND,
+    HEADER_SOURCE_OFFSET,
+    HEADER_SOURCE_PARTITION,
+    HEADER_SOURCE_TOPIC,
+)
+from producer import ModelServer
+from resultlog.settings import Settings
+from schemas import Codec, RunKey, encode_key, partition_for, run_key_prefix, shipped_catalog
+from schemas.codec import SINGLE_OBJECT_MAGIC
+from tests.factories import make_record
+from tests.faults.conftest import make_settings
+from tests.faults.support import (
+    MODEL,
+    bare,
+    cli,
+    produce_raw,
+    report,
+    resume_summary,
+    run_once,
+    run_path,
+    serving_aggregator,
+    small_bench,
+    wait_for,
+)
+
+pytestmark = pytest.mark.faults
+
+SAMPLES, EPOCHS = 12, 2
+RUN = RunKey("hostile", "arith", MODEL)
+
+
+def _future_version() -> bytes:
+    """A well-formed v1 Avro record that claims format_version 2."""
+    schema = shipped_catalog().get("resultlog.SampleResult", 1)
+    datum = make_record(101, 0, run_key=RUN, dataset_size=None).model_dump()
+    datum["format_version"] = 2
+    body = BytesIO()
+    schemaless_writer(body, schema.parsed, datum)
+    return SINGLE_OBJECT_MAGIC + schema.fingerprint + body.getvalue()
+
+
+def _hostile() -> tuple[list[tuple[bytes | None, bytes]], list[tuple[bytes | None, bytes]]]:
+    """(bad values under the run's keys, bad keys with a valid value)."""
+    valid = Codec().encode_sample_result(make_record(100, 0, run_key=RUN, dataset_size=None))
+    values = [
+        (encode_key(RUN, 100, 0), os.urandom(64)),
+        (encode_key(RUN, 101, 0), _future_version()),
+        (encode_key(RUN, 102, 0), SINGLE_OBJECT_MAGIC + b"\x00" * 8 + valid[10:]),
+        (encode_key(RUN, 103, 0), valid[: len(valid) // 2]),
+        (encode_key(RUN, 104, 0), b""),
+    ]
+    keys = [
+        (run_key_prefix(RUN) + b"not-a-number/0", valid),  # the run's prefix: resume sees it
+        (b"\xff\xfe not ascii", valid),
+        (b"too/few/parts", valid),
+        (b"", valid),
+    ]
+    return values, keys
+
+
+def _dead_letters(settings: Settings, expected: int) -> list[dict[str, str]]:
+    """The headers of the dead-letter topic's messages, once `expected` are there."""
+    consumer = Consumer({**settings.client_config(), "group.id": "dlq-read", "log_level": 0})
+    consumer.assign([TopicPartition(settings.dlq_topic, p, 0) for p in range(settings.partitions)])
+    found: list[dict[str, str]] = []
+
+    def more() -> bool:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            found.append({k: v.decode() for k, v in message.headers() or []})
+        elif message is not None:
+            assert message.error().code() == KafkaError._PARTITION_EOF
+        return len(found) >= expected
+
+    try:
+        wait_for(more, f"{expected} dead letters")
+        extra = consumer.poll(1.0)
+        assert extra is None or extra.error() is not None, "more dead letters than bad records"
+    finally:
+        consumer.close()
+    return found
+
+
+def _metric(text: str, reason: str) -> float:
+    match = re.search(rf'dead_lettered_total\{{reason="{reason}"\}} (\S+)', text)
+    assert match, text
+    return float(match.group(1))
+
+
+def test_every_reader_survives_and_counts_each_bad_record_once(kafka_bootstrap: str) -> None:
+    settings = make_settings(kafka_bootstrap)
+    with ModelServer(latency_s=0.0) as server:
+        clean = asyncio.run(
+            run_once(settings, small_bench(SAMPLES), RUN.run_id, server.base_url, epochs=EPOCHS)
+        )
+    values, keys = _hostile()
+    partition = partition_for(RUN, settings.partitions)
+    assert produce_raw(settings, values + keys, partition) == []
+    # A null key is refused by the broker itself on a compacted topic: it never reaches a reader.
+    assert produce_raw(settings, [(None, b"x")], partition) == [
+        "Broker: Broker failed to validate record"
+    ]
+    run_bad, all_bad = len(values) + 1, len(values) + len(keys)
+    codec = Codec()
+
+    replayed = replay_run(settings.client_config(), settings.results_topic, RUN, codec)
+    everything = replay_all(settings.client_config(), settings.results_topic, codec)
+    assert replayed.undecodable == run_bad
+    assert everything.undecodable == all_bad
+    assert everything.reasons == {
+        "DecodeError": 3,  # random bytes, truncated, empty
+        "UnknownSchemaError": 1,
+        "UnknownFormatVersionError": 1,
+        "KeyDecodeError": len(keys),
+    }
+    summary = bare(clean.summary)
+    assert bare(replayed.summaries[RUN]) == bare(everything.summaries[RUN]) == summary
+    assert resume_summary(settings, RUN) == summary
+
+    args = ["--run-id", RUN.run_id, "--benchmark", RUN.benchmark_id, "--model", MODEL, "--json"]
+    status = cli(settings, "status", *args)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["undecodable"] == run_bad
+    replay = cli(settings, "replay", *args)
+    assert replay.returncode == 0, replay.stderr
+    assert f"{run_bad} undecodable record(s) ignored" in replay.stderr
+    assert bare(json.loads(replay.stdout)) == summary
+
+    with serving_aggregator(settings) as (aggregator, base_url):
+        headers = _dead_letters(settings, all_bad)
+        metrics = httpx.get(base_url + "/metrics", timeout=5).text
+        assert bare(httpx.get(base_url + run_path(RUN), timeout=5).json()) == summary
+        assert httpx.get(base_url + "/healthz", timeout=5).status_code == 200
+        assert aggregator.running
+    kinds = Counter(h[HEADER_REASON_KIND] for h in headers)
+    assert kinds == {
+        "bad_key": len(keys),
+        "undecodable_value": 2,
+        "empty_value": 1,
+        "unknown_schema": 1,
+        "unknown_format_version": 1,
+    }
+    assert {kind: _metric(metrics, kind) for kind in kinds} == kinds
+    offsets = Counter((h[HEADER_SOURCE_PARTITION], h[HEADER_SOURCE_OFFSET]) for h in headers)
+    assert all(n == 1 for n in offsets.values()) and len(offsets) == all_bad
+    assert all(h[HEADER_SOURCE_TOPIC] == settings.results_topic and h[HEADER_REASON]
+               for h in headers)  # fmt: skip
+    report(
+        "hostile-records",
+        bad=all_bad,
+        replay_all=everything.undecodable,
+        status=run_bad,
+        dead_letters=len(headers),
+        wrong_summaries=0,
+    )
