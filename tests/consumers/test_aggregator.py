@@ -18,7 +18,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from consumers import fold, read_run_records
+from consumers import fold, read_run_records, replay_run
 from consumers._aggregator_state import AggregatorState
 from consumers.aggregator import Aggregator
 from consumers.api import HttpServer, create_app
@@ -189,7 +189,7 @@ def base_url(aggregator: Aggregator) -> Iterator[str]:
 # -- tests ----------------------------------------------------------------------------------
 
 
-async def test_a_benchmark_run_is_summarised_exactly_as_the_fold(
+async def test_worker_aggregator_and_replay_agree_field_for_field(
     settings: Settings,
     kafka_store: KafkaResultStore,
     model_client: ModelClient,
@@ -199,8 +199,9 @@ async def test_a_benchmark_run_is_summarised_exactly_as_the_fold(
     bench = small(8)
     model_server.override(bench.items[2].id, 1, Behavior(status=429))
     runs = [("r1", "offline/arith-1"), ("r2", "openai/gpt-4o")]
+    from_worker = {}
     for run_id, model in runs:
-        await run_benchmark(
+        from_worker[run_id] = await run_benchmark(
             bench,
             model,
             run_id=run_id,
@@ -213,6 +214,12 @@ async def test_a_benchmark_run_is_summarised_exactly_as_the_fold(
         run_key = RunKey(run_id, "arith", model)
         want = await asyncio.to_thread(expected, settings, run_key)
         assert want["records"] == 16 and want["degraded_records"] == 1
+        # Worker, replay and (below) the aggregator agree field for field.
+        assert bare(from_worker[run_id].summary) == want
+        replayed = await asyncio.to_thread(
+            replay_run, settings.client_config(), settings.results_topic, run_key, Codec()
+        )
+        assert bare(replayed.summaries[run_key]) == want
         await asyncio.to_thread(
             wait_for, lambda k=run_key, w=want: served(base_url, k) == w, "HTTP"
         )
