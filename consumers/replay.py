@@ -20,7 +20,7 @@ from consumers._scan import partition_count, reader, scan
 from consumers.errors import ConsumerError
 from consumers.fold import RunFold, fold
 from consumers.resume import read_run_records
-from schemas import AsOf, Codec, DecodeError, RunKey, RunSummary, decode_key
+from schemas import AsOf, Codec, DecodeError, RunKey, RunSummary, decode_key, partition_for
 
 __all__ = ["ReplayResult", "replay_all", "replay_run"]
 
@@ -67,11 +67,11 @@ def replay_all(
     folds: dict[RunKey, RunFold] = {}
     result = ReplayResult()
     try:
-        partitions = range(partition_count(consumer, topic, timeout_s))
-        ends, messages = scan(consumer, topic, partitions, timeout_s)
+        count = partition_count(consumer, topic, timeout_s)
+        ends, messages = scan(consumer, topic, range(count), timeout_s)
         total = sum(ends.values())
         for message in messages:
-            _apply(message, codec, folds, result)
+            _apply(message, codec, folds, result, count)
             if on_progress is not None and result.records % 10_000 == 0:
                 on_progress(result.records, total)
     except KafkaException as exc:
@@ -87,7 +87,11 @@ def replay_all(
 
 
 def _apply(
-    message: Message, codec: Codec, folds: dict[RunKey, RunFold], result: ReplayResult
+    message: Message,
+    codec: Codec,
+    folds: dict[RunKey, RunFold],
+    result: ReplayResult,
+    partitions: int,
 ) -> None:
     result.records += 1
     topic, partition, offset = message.topic() or "", message.partition() or 0, message.offset()
@@ -96,6 +100,11 @@ def _apply(
         run_key, sample_index, epoch = decode_key(message.key() or b"")
     except DecodeError as exc:
         result.count_bad(exc.at(topic, partition, offset))
+        return
+    if partition_for(run_key, partitions) != partition:
+        # Resume, replay of one run and the aggregator never look here for this run key.
+        reason = f"{run_key} belongs in partition {partition_for(run_key, partitions)}"
+        result.count_bad(DecodeError(reason, message.value(), topic=topic, partition=partition))
         return
     folded = folds.setdefault(run_key, RunFold(run_key))
     value = message.value()

@@ -67,6 +67,10 @@ def run_command(args: argparse.Namespace) -> int:
     """Run (or resume) a benchmark and print its summary."""
     settings = kafka_settings()
     benchmark = resolve_benchmark(args.benchmark)
+    try:  # a JSONL benchmark is named after its file: the name must make a run key part
+        run_key_part("benchmark name")(benchmark.name)
+    except argparse.ArgumentTypeError as exc:
+        raise CliError(f"{args.benchmark}: {exc}") from None
     if args.limit is not None:
         benchmark = limit_samples(benchmark, args.limit)
     result = asyncio.run(_run(args, settings, benchmark))

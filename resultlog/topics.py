@@ -54,7 +54,8 @@ def ensure_topics(admin: AdminClient, specs: list[TopicSpec]) -> list[TopicOutco
     existing = set(_metadata(admin).topics)
     created = _create(admin, [spec for spec in specs if spec.name not in existing])
     to_check = [spec for spec in specs if spec.name not in created]
-    for spec in to_check:
+    for spec in specs:
+        # Also for created topics: clients used right after must find their leaders.
         _check_partitions(spec, _partition_count(admin, spec.name))
     _check_cleanup_policies(admin, to_check)
     return [TopicOutcome(spec.name, created=spec.name in created) for spec in specs]
@@ -72,7 +73,8 @@ def _partition_count(admin: AdminClient, name: str) -> int:
     deadline = time.monotonic() + _TIMEOUT_S
     while True:
         topic = _metadata(admin, name).topics.get(name)
-        if topic is not None and topic.error is None and topic.partitions:
+        led = topic is not None and all(p.leader >= 0 for p in topic.partitions.values())
+        if topic is not None and topic.error is None and topic.partitions and led:
             return len(topic.partitions)
         if time.monotonic() > deadline:
             raise TopicError(f"topic {name} exists but its metadata never became available")

@@ -19,6 +19,9 @@ class RunKey:
     benchmark_id: str
     model: str
 
+    def __str__(self) -> str:
+        return f"{self.run_id} / {self.benchmark_id} / {self.model}"
+
     def __post_init__(self) -> None:
         for name in ("run_id", "benchmark_id", "model"):
             _check_part(name, getattr(self, name))

@@ -200,3 +200,19 @@ def test_unreachable_broker_is_a_clear_error(cli_env: dict[str, str]) -> None:
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach Kafka at 127.0.0.1:1" in lines[0], done.stderr
+
+
+def test_a_jsonl_file_whose_name_cannot_be_a_run_key_part_is_refused(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    bench = tmp_path / "bad\x07name.jsonl"
+    bench.write_text('{"id": "a", "input": "What is 1 + 1?", "target": "2"}\n')
+    done = subprocess.run(
+        resultlog("run", str(bench), "--model", "m", "--run-id", "r"),
+        env=cli_env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "benchmark name contains a control character" in lines[0]
