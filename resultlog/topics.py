@@ -7,7 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    ClusterMetadata,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from resultlog.errors import TopicError
 from resultlog.settings import Settings
@@ -109,17 +115,28 @@ def _check_partitions(spec: TopicSpec, actual: int) -> None:
         )
 
 
+def _describe(admin: AdminClient, resource: ConfigResource) -> dict[str, ConfigEntry]:
+    # In a cluster, the broker asked may not know a topic another broker just created.
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        future = admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource]
+        try:
+            return future.result()  # type: ignore[no-any-return]
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise TopicError(f"cannot describe topic {resource.name}: {error}") from exc
+            time.sleep(0.2)
+
+
 def _check_cleanup_policies(admin: AdminClient, specs: list[TopicSpec]) -> None:
     if not specs:
         return
     resources = [ConfigResource(ConfigResource.Type.TOPIC, spec.name) for spec in specs]
     wanted = {spec.name: spec.config.get("cleanup.policy") for spec in specs}
-    for resource, future in admin.describe_configs(resources, request_timeout=_TIMEOUT_S).items():
-        try:
-            entries = future.result()
-        except KafkaException as exc:
-            raise TopicError(f"cannot describe topic {resource.name}: {exc.args[0]}") from exc
-        actual = entries["cleanup.policy"].value
+    for resource in resources:
+        entries = _describe(admin, resource)
+        actual = entries["cleanup.policy"].value or ""
         expected = wanted[resource.name]
         if expected is not None and set(actual.split(",")) != set(expected.split(",")):
             raise TopicError(

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
 
 from producer import ModelServer, Progress
 from resultlog.broker import LocalKafka
@@ -47,6 +49,19 @@ def _up_three(directory: Path) -> str:
     return done.stdout.strip()
 
 
+def _described(admin: AdminClient, resource: ConfigResource) -> dict[str, ConfigEntry]:
+    """The topic's configs, once the broker asked has caught up with the new topic."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return admin.describe_configs([resource])[resource].result()  # type: ignore[no-any-return]
+        except KafkaException as exc:
+            lagging = exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            if not lagging or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 async def test_killing_the_partition_leader_mid_run_loses_nothing(kafka_dir: Path) -> None:
     bootstrap = _up_three(kafka_dir)
     kafka = LocalKafka(kafka_dir)
@@ -58,7 +73,7 @@ async def test_killing_the_partition_leader_mid_run_loses_nothing(kafka_dir: Pat
     topic = admin.list_topics(settings.results_topic, timeout=10).topics[settings.results_topic]
     assert all(len(p.replicas) == 3 for p in topic.partitions.values())
     resource = ConfigResource(ConfigResource.Type.TOPIC, settings.results_topic)
-    configs = admin.describe_configs([resource])[resource].result()
+    configs = _described(admin, resource)
     assert configs["min.insync.replicas"].value == "2"
 
     bench = small_bench(SAMPLES)
