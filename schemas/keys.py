@@ -63,6 +63,8 @@ def decode_run_key(raw: bytes) -> RunKey:
     return _run_key(raw, _split(raw, 3))
 
 
+# typed: partition_for(k, True) must still be refused after partition_for(k, 1) was cached.
+@functools.lru_cache(maxsize=4096, typed=True)
 def partition_for(run_key: RunKey, num_partitions: int) -> int:
     """The partition of every record of this run key: stable across processes and versions."""
     if isinstance(num_partitions, bool) or not isinstance(num_partitions, int):
