@@ -35,11 +35,8 @@ format: install ## apply ruff's fixes and formatting
 demo: install ## the newcomer's tour: broker, topics, aggregator, a crashed and resumed run
 	bash scripts/demo.sh
 
-bench: install ## benchmark scripts (codec, resume, replay) against a local broker
-	$(BIN)/python -m benchmarks.codec
-	$(BIN)/python -m benchmarks.resume
-	$(BIN)/python -m benchmarks.replay
-	$(BIN)/python -m benchmarks.aggregator_latency
+bench: install ## benchmarks (codec, resume, replay, aggregator latency) next to raw baselines
+	bash scripts/bench.sh
 
 kafka-up: install ## start the local broker on 127.0.0.1:9092 and create the topics
 	$(BIN)/resultlog kafka up

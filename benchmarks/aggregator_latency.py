@@ -7,7 +7,7 @@ is linear in the run's size), runs `resultlog aggregator` in a child process, an
 record counts as visible when its run's `records` count includes it. The baseline is a raw
 confluent-kafka consumer of the same topic in this process: delivery report to consume.
 
-Usage: RESULTLOG_BOOTSTRAP_SERVERS=host:port python benchmarks/aggregator_latency.py
+Usage: RESULTLOG_BOOTSTRAP_SERVERS=host:port .venv/bin/python -m benchmarks.aggregator_latency
 """
 
 from __future__ import annotations
