@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,7 +16,7 @@ from consumers.aggregator import Aggregator
 from consumers.api import BadRequestError, HttpServer, create_app, run_key_from_path
 from resultlog.settings import Settings
 from schemas import RunKey
-from tests.consumers.test_aggregator import bare, path, running, serving, wait_for, write
+from tests.consumers.support import bare, path, wait_for, write
 from tests.factories import make_record
 
 RUNS = [
@@ -25,20 +24,6 @@ RUNS = [
     RunKey("r2", "mmlu", "openai/gpt-4o"),
     RunKey("r2", "arith", "anthropic/claude-3.5"),
 ]
-
-
-@pytest.fixture
-def aggregator(settings: Settings) -> Iterator[Aggregator]:
-    """A running aggregator on this test's topics."""
-    with running(settings) as started:
-        yield started
-
-
-@pytest.fixture
-def base_url(aggregator: Aggregator) -> Iterator[str]:
-    """The aggregator's HTTP API base URL."""
-    with serving(aggregator) as url:
-        yield url
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -23,30 +22,14 @@ from consumers.dlq import (
 )
 from resultlog.settings import Settings
 from schemas import Codec, DecodeError, decode_key, encode_key, partition_for
-from tests.consumers.test_aggregator import (
+from tests.consumers.support import (
     expected,
     produce_raw,
-    running,
     served,
-    serving,
     wait_for,
     write,
 )
 from tests.factories import RUN_KEY, make_record
-
-
-@pytest.fixture
-def aggregator(settings: Settings) -> Iterator[Aggregator]:
-    """A running aggregator on this test's topics."""
-    with running(settings) as started:
-        yield started
-
-
-@pytest.fixture
-def base_url(aggregator: Aggregator) -> Iterator[str]:
-    """The aggregator's HTTP API base URL."""
-    with serving(aggregator) as url:
-        yield url
 
 
 def dead_letters(settings: Settings, count: int, timeout_s: float = 20.0) -> list[Message]:

@@ -1,0 +1,25 @@
+"""Fixtures of the consumer tests: a running aggregator and its HTTP API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from consumers.aggregator import Aggregator
+from resultlog.settings import Settings
+from tests.consumers.support import running, serving
+
+
+@pytest.fixture
+def aggregator(settings: Settings) -> Iterator[Aggregator]:
+    """A running aggregator on this test's topics."""
+    with running(settings) as started:
+        yield started
+
+
+@pytest.fixture
+def base_url(aggregator: Aggregator) -> Iterator[str]:
+    """The aggregator's HTTP API base URL."""
+    with serving(aggregator) as url:
+        yield url
