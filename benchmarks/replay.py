@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from fastavro import schemaless_reader
 
+from benchmarks._kafka import bootstrap_servers, produce, read_to_end
 from benchmarks.resume import record
 from consumers import replay_all
-from resultlog.broker import LocalKafka
 from schemas import Codec, RunKey, encode_key, partition_for, shipped_catalog
 
 PARTITIONS = 6
@@ -47,14 +44,7 @@ def fill(config: dict[str, object], topic: str, records: int) -> float:
                 value = codec.encode_sample_result(
                     record(run_key, index, epoch, EPOCHS, SAMPLES_PER_RUN)
                 )
-                key = encode_key(run_key, index, epoch)
-                while True:
-                    try:
-                        producer.produce(topic, key=key, value=value, partition=partition)
-                        break
-                    except BufferError:
-                        producer.poll(0.1)
-                producer.poll(0)
+                produce(producer, topic, encode_key(run_key, index, epoch), value, partition)
                 written += 1
         run += 1
     producer.flush(300)
@@ -64,30 +54,10 @@ def fill(config: dict[str, object], topic: str, records: int) -> float:
 def raw_consume_and_decode(config: dict[str, object], topic: str) -> int:
     """Consume every partition to its end and fastavro-decode each value; return the count."""
     schema = shipped_catalog().current("resultlog.SampleResult").parsed
-    consumer = Consumer(
-        {
-            **config,
-            "group.id": f"bench-{uuid.uuid4().hex}",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 64 * 1024 * 1024,
-            "max.partition.fetch.bytes": 16 * 1024 * 1024,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    count, ended = 0, set()
-    try:
-        while len(ended) < PARTITIONS:
-            for message in consumer.consume(10_000, timeout=0.1):
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        ended.add(message.partition())
-                    continue
-                schemaless_reader(io.BytesIO(message.value()[10:]), schema, schema)
-                count += 1
-    finally:
-        consumer.close()
+    count = 0
+    for message in read_to_end(config, topic, range(PARTITIONS)):
+        schemaless_reader(io.BytesIO(message.value()[10:]), schema, schema)  # type: ignore[index]
+        count += 1
     return count
 
 
@@ -95,16 +65,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     args = parser.parse_args()
-    bootstrap = os.environ.get("RESULTLOG_BOOTSTRAP_SERVERS")
-    kafka = None
-    if not bootstrap:
-        kafka = LocalKafka(Path(tempfile.mkdtemp(prefix="resultlog-bench-")))
-        bootstrap = kafka.up(port=0)
-    try:
+    with bootstrap_servers() as bootstrap:
         run(bootstrap, args.records)
-    finally:
-        if kafka is not None:
-            kafka.down()
     return 0
 
 

@@ -11,21 +11,18 @@ local broker with the launcher in a temporary directory.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from benchmarks._kafka import bootstrap_servers, produce, read_to_end
 from consumers import resume_state
-from resultlog.broker import LocalKafka
 from schemas import (
     Codec,
     Message,
@@ -91,44 +88,13 @@ def produce_run(
                 if encode_each
                 else template
             )
-            while True:
-                try:
-                    producer.produce(
-                        topic,
-                        key=encode_key(run_key, index, epoch),
-                        value=value,
-                        partition=partition,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-            producer.poll(0)
+            produce(producer, topic, encode_key(run_key, index, epoch), value, partition)
     producer.flush(120)
 
 
 def raw_read(config: dict[str, object], topic: str, partition: int) -> int:
     """Consume one partition to its end without decoding; return the message count."""
-    consumer = Consumer(
-        {
-            **config,
-            "group.id": f"bench-{uuid.uuid4().hex}",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 64 * 1024 * 1024,
-            "max.partition.fetch.bytes": 16 * 1024 * 1024,
-        }
-    )
-    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    count = 0
-    try:
-        while True:
-            for message in consumer.consume(10_000, timeout=0.1):
-                error = message.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    return count
-                count += 1
-    finally:
-        consumer.close()
+    return sum(1 for _ in read_to_end(config, topic, [partition]))
 
 
 def timed(action: Callable[[], object], repeats: int = 3) -> float:
@@ -160,16 +126,8 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--others", type=int, default=1_000_000)
     args = parser.parse_args()
-    bootstrap = os.environ.get("RESULTLOG_BOOTSTRAP_SERVERS")
-    kafka = None
-    if not bootstrap:
-        kafka = LocalKafka(Path(tempfile.mkdtemp(prefix="resultlog-bench-")))
-        bootstrap = kafka.up(port=0)
-    try:
+    with bootstrap_servers() as bootstrap:
         run(bootstrap, args.samples, args.epochs, args.others)
-    finally:
-        if kafka is not None:
-            kafka.down()
     return 0
 
 
