@@ -116,9 +116,18 @@ def degraded_record(
 
 
 def _prompt_messages(prompt: list[dict[str, Any]]) -> tuple[Message, ...]:
-    return tuple(
-        Message(role=str(message["role"]), content=_text(message.get("content")))
-        for message in prompt
+    return tuple(_prompt_message(message) for message in prompt)
+
+
+def _prompt_message(message: dict[str, Any]) -> Message:
+    """A prompt message: text content as is, structured parts (images, ...) as JSON text."""
+    content = message.get("content")
+    parts = None if content is None or isinstance(content, str) else content
+    return Message(
+        role=str(message["role"]),
+        content=content if isinstance(content, str) else None,
+        content_parts=json.dumps(parts, sort_keys=True) if parts is not None else None,
+        tool_call_id=message.get("tool_call_id"),
     )
 
 
@@ -139,12 +148,6 @@ def _assistant_message(completion: Completion) -> Message:
         reasoning=completion.reasoning,
         model=completion.model,
     )
-
-
-def _text(content: Any) -> str | None:
-    if content is None or isinstance(content, str):
-        return content
-    return json.dumps(content, sort_keys=True)
 
 
 def _json_text(arguments: Any) -> str:

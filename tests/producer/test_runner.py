@@ -321,3 +321,19 @@ async def test_resume_reads_only_the_run_keys_partition(
     assert undecodable == 0
     assert {r.run_id for r in records} == {"mine"}
     assert len(records) == 4
+
+
+async def test_structured_prompt_parts_are_kept_as_json_text(
+    kafka_store: KafkaResultStore, model_client: ModelClient
+) -> None:
+    class Multimodal(StaticBenchmark):
+        def messages(self, sample: Sample) -> list[dict[str, object]]:
+            parts = [{"type": "text", "text": sample.input}]
+            return [{"role": "user", "content": parts}]
+
+    full = arith()
+    bench = Multimodal("arith", full.items[:1], full.scorer)
+    result = await run(bench, model_client, kafka_store, "parts")
+    prompt = result.records[0].messages[0]
+    assert prompt.content is None
+    assert prompt.content_parts is not None and "What is" in prompt.content_parts
