@@ -53,7 +53,8 @@ def model_server_process(tmp_path: Path, cli_env: dict[str, str]):  # type: igno
     """The offline model server as its own process, logging every request to a file."""
     port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
     command = resultlog("model-server", "--port-file", str(port_file))
-    command += ["--request-log", str(log), "--latency-ms", "15"]
+    # Slow enough that the worker is still running when the test kills it.
+    command += ["--request-log", str(log), "--latency-ms", "50"]
     server = subprocess.Popen(command, env=cli_env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while not port_file.exists():
