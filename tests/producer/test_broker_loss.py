@@ -51,7 +51,8 @@ async def test_broker_stopped_mid_run_fails_the_run_and_a_rerun_completes_it(
             settings.client_config(), settings.results_topic, delivery_timeout_ms=1500
         )
         try:
-            with ModelServer(latency_s=0.05) as server:
+            # Slow enough that most pairs are still to come when the broker goes away.
+            with ModelServer(latency_s=0.15) as server:
                 async with ModelClient(server.base_url, max_retries=0) as client:
                     return await run_benchmark(
                         bench,
