@@ -1,4 +1,4 @@
-"""Kafka plumbing shared by the benchmarks: a broker, a blocking produce, a raw reader."""
+"""What the benchmarks share: a broker, a realistic record, a blocking produce, a raw reader."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from confluent_kafka import (
@@ -19,8 +20,12 @@ from confluent_kafka import (
 )
 
 from resultlog.broker import LocalKafka
+from schemas import Message as ChatMessage
+from schemas import RecordStatus, RunKey, SampleResult, Score, ScoreValue, Usage
 
-__all__ = ["bootstrap_servers", "produce", "read_to_end"]
+__all__ = ["bootstrap_servers", "produce", "read_to_end", "record"]
+
+_MODEL = "openai/gpt-4o"
 
 
 @contextlib.contextmanager
@@ -75,3 +80,31 @@ def read_to_end(
                     wanted.discard(message.partition() or 0)
     finally:
         consumer.close()
+
+
+def record(run_key: RunKey, index: int, epoch: int, epochs: int, size: int) -> SampleResult:
+    """A realistic completed record: a prompt, an answer, usage and a metric."""
+    question = f"What is {index} + {epoch}?"
+    return SampleResult(
+        run_id=run_key.run_id,
+        benchmark_id=run_key.benchmark_id,
+        model=run_key.model,
+        sample_id=f"q{index:06d}",
+        sample_index=index,
+        epoch=epoch,
+        epochs=epochs,
+        dataset_size=size,
+        status=RecordStatus.COMPLETED,
+        score=Score(value=ScoreValue.C, answer=str(index + epoch), metrics={"reward": 1.0}),
+        messages=(
+            ChatMessage(role="system", content="Answer the arithmetic question."),
+            ChatMessage(role="user", content=question),
+            ChatMessage(role="assistant", content=f"The answer is {index + epoch}.", model=_MODEL),
+        ),
+        generation_ids=(f"gen-{index}-{epoch}",),
+        input=question,
+        target=str(index + epoch),
+        usage=Usage(input_tokens=40, output_tokens=9, total_tokens=49, total_cost=4.9e-5),
+        generation_time_ms=420,
+        created_at=datetime.now(UTC),
+    )

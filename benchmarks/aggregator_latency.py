@@ -21,22 +21,17 @@ import sys
 import threading
 import time
 import uuid
-from datetime import UTC, datetime
 
 import httpx
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from benchmarks._kafka import record as make_record
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_specs
 from schemas import (
     Codec,
-    RecordStatus,
     RunKey,
-    SampleResult,
-    Score,
-    ScoreValue,
-    Usage,
     encode_key,
     partition_for,
 )
@@ -92,7 +87,10 @@ def _start_aggregator(settings: Settings) -> subprocess.Popen[str]:
     for name in ("results_topic", "summaries_topic", "dlq_topic", "aggregator_group"):
         env[f"RESULTLOG_{name.upper()}"] = getattr(settings, name)
     return subprocess.Popen(
-        [sys.executable, __file__, "--serve"], env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "benchmarks.aggregator_latency", "--serve"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -124,25 +122,10 @@ def _run_keys(runs: int) -> list[RunKey]:
 
 def _records(count: int, run_keys: list[RunKey]) -> list[tuple[bytes, bytes, RunKey]]:
     """(key, value, run key) of `count` records, round-robin over the runs, each a new key."""
-    codec, now, out = Codec(), datetime.now(UTC), []
+    codec, out = Codec(), []
     for i in range(count):
         run_key, j = run_keys[i % len(run_keys)], i // len(run_keys)
-        record = SampleResult(
-            run_id=run_key.run_id,
-            benchmark_id=run_key.benchmark_id,
-            model=run_key.model,
-            sample_id=f"arith-{j // 2:05d}",
-            sample_index=j // 2,
-            epoch=j % 2,
-            epochs=2,
-            status=RecordStatus.COMPLETED,
-            score=Score(value=ScoreValue.C if j % 3 else ScoreValue.I, answer="42"),
-            input=f"What is {j} + 1?",
-            target=str(j + 1),
-            usage=Usage(input_tokens=20, output_tokens=5, total_tokens=25, total_cost=1e-5),
-            generation_time_ms=30,
-            created_at=now,
-        )
+        record = make_record(run_key, j // 2, j % 2, 2, count)
         out.append((record.key, codec.encode_sample_result(record), run_key))
     return out
 

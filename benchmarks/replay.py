@@ -19,8 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from fastavro import schemaless_reader
 
-from benchmarks._kafka import bootstrap_servers, produce, read_to_end
-from benchmarks.resume import record
+from benchmarks._kafka import bootstrap_servers, produce, read_to_end, record
 from consumers import replay_all
 from schemas import Codec, RunKey, encode_key, partition_for, shipped_catalog
 

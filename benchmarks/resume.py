@@ -16,56 +16,21 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks._kafka import bootstrap_servers, produce, read_to_end
+from benchmarks._kafka import bootstrap_servers, produce, read_to_end, record
 from consumers import resume_state
 from schemas import (
     Codec,
-    Message,
-    RecordStatus,
     RunKey,
-    SampleResult,
-    Score,
-    ScoreValue,
-    Usage,
     encode_key,
     partition_for,
 )
 
 PARTITIONS = 6
 MODEL = "openai/gpt-4o"
-
-
-def record(run_key: RunKey, index: int, epoch: int, epochs: int, size: int) -> SampleResult:
-    """A realistic completed record: a prompt, an answer, usage and a metric."""
-    question = f"What is {index} + {epoch}?"
-    return SampleResult(
-        run_id=run_key.run_id,
-        benchmark_id=run_key.benchmark_id,
-        model=run_key.model,
-        sample_id=f"q{index:06d}",
-        sample_index=index,
-        epoch=epoch,
-        epochs=epochs,
-        dataset_size=size,
-        status=RecordStatus.COMPLETED,
-        score=Score(value=ScoreValue.C, answer=str(index + epoch), metrics={"reward": 1.0}),
-        messages=(
-            Message(role="system", content="Answer the arithmetic question."),
-            Message(role="user", content=question),
-            Message(role="assistant", content=f"The answer is {index + epoch}.", model=MODEL),
-        ),
-        generation_ids=(f"gen-{index}-{epoch}",),
-        input=question,
-        target=str(index + epoch),
-        usage=Usage(input_tokens=40, output_tokens=9, total_tokens=49, total_cost=4.9e-5),
-        generation_time_ms=420,
-        created_at=datetime.now(UTC),
-    )
 
 
 def produce_run(
