@@ -52,9 +52,7 @@ def main() -> int:
     finally:
         child.terminate()
         child.wait(30)
-        AdminClient({"bootstrap.servers": settings.bootstrap_servers}).delete_topics(
-            list(settings.topic_names())
-        )
+        AdminClient(settings.client_config()).delete_topics(list(settings.topic_names()))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,9 +74,7 @@ def _fresh_settings(partitions: int) -> Settings:
         aggregator_group=f"{name}.aggregator",
         partitions=partitions,
     )
-    ensure_topics(
-        AdminClient({"bootstrap.servers": settings.bootstrap_servers}), topic_specs(settings)
-    )
+    ensure_topics(AdminClient(settings.client_config()), topic_specs(settings))
     return settings
 
 
@@ -123,9 +119,10 @@ def _run_keys(runs: int) -> list[RunKey]:
 def _records(count: int, run_keys: list[RunKey]) -> list[tuple[bytes, bytes, RunKey]]:
     """(key, value, run key) of `count` records, round-robin over the runs, each a new key."""
     codec, out = Codec(), []
+    samples = -(-count // (2 * len(run_keys)))  # per run: 2 epochs each
     for i in range(count):
         run_key, j = run_keys[i % len(run_keys)], i // len(run_keys)
-        record = make_record(run_key, j // 2, j % 2, 2, count)
+        record = make_record(run_key, j // 2, j % 2, 2, samples)
         out.append((record.key, codec.encode_sample_result(record), run_key))
     return out
 

@@ -30,7 +30,7 @@ def check_login(config: Mapping[str, Any], timeout_s: float = 15.0) -> None:
     # librdkafka reports a refused login only to error_cb (served by poll), while metadata
     # calls just time out as "transport failure": poll for the refusal.
     refused: list[KafkaError] = []
-    producer = Producer({**config, "logger": LIBRDKAFKA_LOGGER, "error_cb": refused.append})
+    producer = Producer(client_config(config, error_cb=refused.append))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         producer.poll(0.1)

@@ -10,10 +10,9 @@ from typing import Any
 
 from consumers.aggregator import Aggregator
 from consumers.api import HttpServer, create_app
-from resultlog._connect import kafka_settings
+from resultlog._connect import codec_for, kafka_settings
 from resultlog._validate import run_key_part
 from resultlog.errors import CliError
-from schemas import Codec
 from schemas.errors import ResultLogError
 
 __all__ = ["parse_http_address", "register"]
@@ -61,7 +60,7 @@ def aggregator_command(args: argparse.Namespace) -> int:
     """Run the aggregator until SIGTERM or SIGINT, then stop cleanly."""
     settings = kafka_settings()
     host, port = args.http
-    with Codec(settings.schema_registry_url, settings.registry_config()) as codec:
+    with codec_for(settings) as codec:
         aggregator = Aggregator.from_settings(
             settings, codec=codec, group_id=args.group, instance_id=args.instance_id
         )

@@ -8,9 +8,9 @@ from typing import Any
 
 from consumers import with_logger
 from consumers.purge import purge_run
-from resultlog._connect import kafka_settings
+from resultlog._connect import codec_for, kafka_settings
 from resultlog._validate import run_key_part
-from schemas import Codec, RunKey
+from schemas import RunKey
 
 __all__ = ["register"]
 
@@ -31,7 +31,7 @@ def purge_command(args: argparse.Namespace) -> int:
     """Write the tombstones, wait for their acknowledgement and say how many records went."""
     settings = kafka_settings()
     run_key = RunKey(args.run_id, args.benchmark, args.model)
-    codec = Codec(settings.schema_registry_url, settings.registry_config())
+    codec = codec_for(settings)
     deleted = purge_run(
         with_logger(settings.client_config()),
         settings.results_topic,

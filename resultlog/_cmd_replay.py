@@ -9,8 +9,8 @@ from typing import Any
 
 from rich.progress import Progress
 
-from consumers import ReplayResult, publish_summaries, replay_all, replay_run, with_logger
-from resultlog._connect import kafka_settings
+from consumers import ReplayResult, publish_summaries, replay_all, replay_run
+from resultlog._connect import codec_for, kafka_settings
 from resultlog._validate import run_key_part
 from resultlog.errors import CliError
 from schemas import Codec, RunKey
@@ -33,8 +33,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 def replay_command(args: argparse.Namespace) -> int:
     """Recompute one run's summary (or every run's with --all) and print it."""
     settings = kafka_settings()
-    codec = Codec(settings.schema_registry_url, settings.registry_config())
-    config = with_logger(settings.client_config())
+    codec = codec_for(settings)
+    config = settings.client_config()
     if args.all:
         result = _replay_everything(config, settings.results_topic, codec, show=not args.json)
     else:

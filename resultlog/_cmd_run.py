@@ -21,12 +21,12 @@ from producer import (
     resolve_benchmark,
     run_benchmark,
 )
-from resultlog._connect import kafka_settings
+from resultlog._connect import codec_for, kafka_settings
 from resultlog._console import ProgressBar, print_summary
 from resultlog._validate import parse_range, positive_int, run_key_part
 from resultlog.errors import CliError
 from resultlog.settings import Settings
-from schemas import Codec, RunKey
+from schemas import RunKey
 
 __all__ = ["register"]
 
@@ -82,7 +82,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, settings: Settings, benchmark: object) -> RunResult:
-    codec = Codec(settings.schema_registry_url, settings.registry_config())
+    codec = codec_for(settings)
     store = KafkaResultStore(
         settings.client_config(),
         settings.results_topic,
@@ -130,7 +130,7 @@ def status_command(args: argparse.Namespace) -> int:
     """Print the resume view of a run key: what a re-run would skip and retry."""
     settings = kafka_settings()
     run_key = RunKey(args.run_id, args.benchmark, args.model)
-    codec = Codec(settings.schema_registry_url, settings.registry_config())
+    codec = codec_for(settings)
     records, undecodable = read_run_records(
         settings.client_config(), settings.results_topic, run_key, codec
     )

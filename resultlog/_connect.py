@@ -1,11 +1,12 @@
-"""Settings for a command that talks to Kafka, with the login checked first."""
+"""What every Kafka-facing command starts with: checked settings and the codec they name."""
 
 from __future__ import annotations
 
 from consumers import check_login
 from resultlog.settings import Settings
+from schemas import Codec
 
-__all__ = ["kafka_settings"]
+__all__ = ["codec_for", "kafka_settings"]
 
 
 def kafka_settings() -> Settings:
@@ -13,3 +14,8 @@ def kafka_settings() -> Settings:
     settings = Settings()
     check_login(settings.client_config())
     return settings
+
+
+def codec_for(settings: Settings) -> Codec:
+    """The codec of these settings: registry framing when a registry URL is configured."""
+    return Codec(settings.schema_registry_url, settings.registry_config())

@@ -57,12 +57,14 @@ def topic_specs(
 
 def ensure_topics(admin: AdminClient, specs: list[TopicSpec]) -> list[TopicOutcome]:
     """Create missing topics; check existing ones against their spec."""
-    existing = set(_metadata(admin).topics)
+    existing = _metadata(admin).topics
     created = _create(admin, [spec for spec in specs if spec.name not in existing])
     to_check = [spec for spec in specs if spec.name not in created]
     for spec in specs:
-        # Also for created topics: clients used right after must find their leaders.
-        _check_partitions(spec, _partition_count(admin, spec.name))
+        known = existing.get(spec.name)
+        # New topics (ours or a racing client's) are polled until clients can find leaders.
+        count = len(known.partitions) if known else _partition_count(admin, spec.name)
+        _check_partitions(spec, count)
     _check_cleanup_policies(admin, to_check)
     return [TopicOutcome(spec.name, created=spec.name in created) for spec in specs]
 
