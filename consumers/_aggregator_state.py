@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from consumers._aggregator_health import Health, PartitionHealth
+from consumers._decode import RecordId
 from consumers.fold import RunFold
 from schemas import AsOf, RunKey, RunSummary, SampleResult, partition_for
 
 __all__ = ["AggregatorState", "Job", "Lookup", "PartitionState", "utc_now"]
-
-RecordId = tuple[RunKey, int, int]  # (run key, sample_index, epoch), decoded from a key
 
 
 @dataclass

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from schemas import Codec, DecodeError, RunKey, SampleResult
 
-__all__ = ["decode_value"]
+__all__ = ["RecordId", "decode_value"]
+
+RecordId = tuple[RunKey, int, int]  # (run key, sample_index, epoch), decoded from a key
 
 
 def decode_value(
     codec: Codec,
-    key: tuple[RunKey, int, int],
+    key: RecordId,
     value: bytes,
     *,
     topic: str,

@@ -15,12 +15,12 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Message
 
-from consumers._decode import decode_value
+from consumers._ingest import ingest
 from consumers._scan import partition_count, reader, scan
 from consumers.errors import ConsumerError
 from consumers.fold import RunFold, fold
 from consumers.resume import read_run_records
-from schemas import AsOf, Codec, DecodeError, RunKey, RunSummary, decode_key, partition_for
+from schemas import AsOf, Codec, RunKey, RunSummary
 
 __all__ = ["ReplayResult", "replay_all", "replay_run"]
 
@@ -36,10 +36,9 @@ class ReplayResult:
     undecodable: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
 
-    def count_bad(self, error: DecodeError) -> None:
-        """Count one undecodable record by the kind of its error."""
+    def count_bad(self, kind: str) -> None:
+        """Count one undecodable record by its kind (one of consumers.dlq.REASON_KINDS)."""
         self.undecodable += 1
-        kind = type(error).__name__
         self.reasons[kind] = self.reasons.get(kind, 0) + 1
 
 
@@ -94,28 +93,14 @@ def _apply(
     partitions: int,
 ) -> None:
     result.records += 1
-    topic, partition, offset = message.topic() or "", message.partition() or 0, message.offset()
-    offset = offset or 0
-    try:
-        run_key, sample_index, epoch = decode_key(message.key() or b"")
-    except DecodeError as exc:
-        result.count_bad(exc.at(topic, partition, offset))
+    item = ingest(message, codec, partitions)  # the aggregator's rule, message for message
+    if item.poison is not None:
+        result.count_bad(item.poison.kind)
+    if item.record_id is None:
         return
-    if partition_for(run_key, partitions) != partition:
-        # Resume, replay of one run and the aggregator never look here for this run key.
-        reason = f"{run_key} belongs in partition {partition_for(run_key, partitions)}"
-        result.count_bad(DecodeError(reason, message.value(), topic=topic, partition=partition))
-        return
+    run_key, sample_index, epoch = item.record_id
     folded = folds.setdefault(run_key, RunFold(run_key))
-    value = message.value()
-    if value is None:  # a tombstone deletes the key
+    if item.record is None:  # a tombstone, or an undecodable latest value: the key is gone
         folded.remove(sample_index, epoch)
-        return
-    key = (run_key, sample_index, epoch)
-    try:
-        record = decode_value(codec, key, value, topic=topic, partition=partition, offset=offset)
-    except DecodeError as exc:
-        result.count_bad(exc)
-        folded.remove(sample_index, epoch)
-        return
-    folded.apply(record)
+    else:
+        folded.apply(item.record)

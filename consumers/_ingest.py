@@ -1,4 +1,4 @@
-"""Classify one results-topic message: a record, a deletion, or poison for the dead-letter topic."""
+"""Classify one results-topic message: a record, a deletion, or poison (aggregator and replay)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Message
 
-from consumers._aggregator_state import RecordId
-from consumers._decode import decode_value
+from consumers._decode import RecordId, decode_value
 from consumers.dlq import MISROUTED, reason_kind
 from schemas import Codec, DecodeError, SampleResult, decode_key, partition_for
 
@@ -54,9 +53,9 @@ def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
     except DecodeError as exc:
         error = exc.at(topic, partition, offset)
         return result(None, None, Poison(reason_kind(error), str(error)))
-    if partition_for(record_id[0], num_partitions) != partition:
-        # Resume and replay read a run key's one partition: a stray copy elsewhere is unseen.
-        expected = partition_for(record_id[0], num_partitions)
+    expected = partition_for(record_id[0], num_partitions)
+    if expected != partition:
+        # Resume and replay of one run read a run key's one partition: a stray copy is unseen.
         reason = f"record of {record_id[0]} is in partition {partition}, expected {expected}"
         return result(None, None, Poison(MISROUTED, reason))
     if value is None:
