@@ -2,6 +2,7 @@
 
 from consumers._clients import LIBRDKAFKA_LOGGER, check_login
 from consumers._clients import client_config as with_logger
+from consumers._scan import partition_count
 from consumers.aggregator import Aggregator, AggregatorSettings
 from consumers.dlq import REASON_KINDS, DeadLetterWriter, reason_kind
 from consumers.errors import ConsumerError
@@ -25,6 +26,7 @@ __all__ = [
     "RunFold",
     "check_login",
     "fold",
+    "partition_count",
     "publish_summaries",
     "purge_run",
     "read_run_records",

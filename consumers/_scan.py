@@ -12,6 +12,7 @@ from confluent_kafka import (
     Consumer,
     KafkaException,
     Message,
+    Producer,
     TopicPartition,
 )
 
@@ -44,9 +45,9 @@ def reader(client_config: Mapping[str, Any]) -> Consumer:
     )
 
 
-def partition_count(consumer: Consumer, topic: str, timeout_s: float) -> int:
+def partition_count(client: Consumer | Producer, topic: str, timeout_s: float) -> int:
     """How many partitions the topic has; a clear error when it does not exist."""
-    metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    metadata = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
     if metadata is None or metadata.error is not None or not metadata.partitions:
         raise ConsumerError(f"topic {topic} does not exist; run `resultlog topics create`")
     return len(metadata.partitions)

@@ -26,11 +26,12 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from consumers._clients import client_config as with_logger
+from consumers._scan import partition_count
 from consumers.errors import ConsumerError
 
 # The resume reader's partition scan is exactly what purge needs: the same keys resume sees.
 from consumers.resume import latest_run_values
-from schemas import Codec, DecodeError, RunKey, encode_run_key, partition_for
+from schemas import RunKey, encode_run_key, partition_for
 
 __all__ = ["PurgeError", "purge_run"]
 
@@ -47,19 +48,17 @@ def purge_run(
     results_topic: str,
     summaries_topic: str,
     run_key: RunKey,
-    codec: Codec,
     *,
     timeout_s: float = 30.0,
 ) -> int:
     """Tombstone every live key of the run and its summary; return how many records it deleted."""
     partition, live = _live_keys(client_config, results_topic, run_key, timeout_s)
-    bad = _undecodable(codec, live, results_topic, partition)
-    log.info("purging %d record(s) of %s (%d undecodable)", len(live), run_key, bad)
+    log.info("purging %d record(s) of %s", len(live), run_key)
     producer = Producer(with_logger(client_config, **_PRODUCER))
     failures: list[str] = []
     try:
         _tombstones(producer, results_topic, partition, live, failures)
-        summaries = partition_for(run_key, _partition_count(producer, summaries_topic, timeout_s))
+        summaries = partition_for(run_key, partition_count(producer, summaries_topic, timeout_s))
         _tombstones(producer, summaries_topic, summaries, [encode_run_key(run_key)], failures)
         if producer.flush(timeout_s) > 0:
             failures.append(f"not acknowledged within {timeout_s:.0f}s")
@@ -79,26 +78,6 @@ def _live_keys(
     except ConsumerError as exc:
         raise PurgeError(str(exc)) from exc
     return partition, live
-
-
-def _undecodable(
-    codec: Codec, live: Mapping[bytes, tuple[int, bytes]], topic: str, partition: int
-) -> int:
-    """How many of the live values no reader can decode (they are purged all the same)."""
-    count = 0
-    for offset, value in live.values():
-        try:
-            codec.decode_sample_result(value, topic=topic, partition=partition, offset=offset)
-        except DecodeError:
-            count += 1
-    return count
-
-
-def _partition_count(producer: Producer, topic: str, timeout_s: float) -> int:
-    metadata = producer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    if metadata is None or metadata.error is not None or not metadata.partitions:
-        raise PurgeError(f"topic {topic} does not exist; run `resultlog topics create`")
-    return len(metadata.partitions)
 
 
 def _tombstones(

@@ -8,6 +8,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from consumers._clients import client_config as with_logger
+from consumers._scan import partition_count
 from consumers.errors import ConsumerError
 from schemas import Codec, RunSummary, partition_for
 
@@ -31,16 +32,14 @@ def publish_summaries(
             failures.append(error.str())
 
     try:
-        metadata = producer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if metadata is None or metadata.error is not None or not metadata.partitions:
-            raise ConsumerError(f"topic {topic} does not exist; run `resultlog topics create`")
+        partitions = partition_count(producer, topic, timeout_s)
         count = 0
         for summary in summaries:
             producer.produce(
                 topic,
                 key=summary.key,
                 value=codec.encode_run_summary(summary, topic),
-                partition=partition_for(summary.run_key, len(metadata.partitions)),
+                partition=partition_for(summary.run_key, partitions),
                 on_delivery=on_delivery,
             )
             producer.poll(0)

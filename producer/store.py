@@ -9,9 +9,9 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from consumers import read_run_records, with_logger
+from consumers import ConsumerError, partition_count, read_run_records, with_logger
 from producer.errors import PersistenceError
-from schemas import Codec, RunKey, SampleResult, partition_for
+from schemas import Codec, RunKey, SampleResult, encode_key, partition_for
 
 __all__ = ["KafkaResultStore", "NoopResultStore", "ResultStore"]
 
@@ -89,12 +89,13 @@ class KafkaResultStore:
             loop.call_soon_threadsafe(_settle, delivered, error, record)
 
         value = self._codec.encode_sample_result(record, self.topic)
+        run_key = record.run_key
         try:
             self._producer.produce(
                 self.topic,
-                key=record.key,
+                key=encode_key(run_key, record.sample_index, record.epoch),
                 value=value,
-                partition=partition_for(record.run_key, self._partitions),
+                partition=partition_for(run_key, self._partitions),
                 on_delivery=on_delivery,
             )
         except (KafkaException, BufferError) as exc:
@@ -120,16 +121,12 @@ class KafkaResultStore:
 
     def _partition_count(self) -> int:
         try:
-            metadata = self._producer.list_topics(self.topic, timeout=_CONNECT_TIMEOUT_S)
+            return partition_count(self._producer, self.topic, _CONNECT_TIMEOUT_S)
         except KafkaException as exc:
             servers = self._client_config.get("bootstrap.servers")
             raise PersistenceError(f"cannot reach Kafka at {servers}: {_reason(exc)}") from exc
-        topic = metadata.topics.get(self.topic)
-        if topic is None or topic.error is not None or not topic.partitions:
-            raise PersistenceError(
-                f"topic {self.topic} does not exist; run `resultlog topics create`"
-            )
-        return len(topic.partitions)
+        except ConsumerError as exc:
+            raise PersistenceError(str(exc)) from exc
 
 
 def _settle(

@@ -6,9 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from consumers import with_logger
 from consumers.purge import purge_run
-from resultlog._connect import codec_for, kafka_settings
+from resultlog._connect import kafka_settings
 from resultlog._validate import run_key_part
 from schemas import RunKey
 
@@ -31,13 +30,8 @@ def purge_command(args: argparse.Namespace) -> int:
     """Write the tombstones, wait for their acknowledgement and say how many records went."""
     settings = kafka_settings()
     run_key = RunKey(args.run_id, args.benchmark, args.model)
-    codec = codec_for(settings)
     deleted = purge_run(
-        with_logger(settings.client_config()),
-        settings.results_topic,
-        settings.summaries_topic,
-        run_key,
-        codec,
+        settings.client_config(), settings.results_topic, settings.summaries_topic, run_key
     )
     name = f"{run_key.run_id} / {run_key.benchmark_id} / {run_key.model}"
     if args.json:
