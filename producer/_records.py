@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,8 +28,6 @@ from schemas import (
 
 __all__ = ["RunIdentity", "completed_record", "degraded_record"]
 
-_WORKER = Worker(host=socket.gethostname(), pid=os.getpid())
-
 
 @dataclass(frozen=True)
 class RunIdentity:
@@ -39,6 +38,10 @@ class RunIdentity:
     dataset_size: int
     chunk_id: str | None = None
     chunk_index: int | None = None
+    # Taken when the run starts, in the process that runs it (not at import: forks differ).
+    worker: Worker = field(
+        default_factory=lambda: Worker(host=socket.gethostname(), pid=os.getpid())
+    )
 
     def fields(self, sample: Sample, epoch: int) -> dict[str, Any]:
         """The record fields that identify the (sample, epoch) and its run."""
@@ -56,7 +59,7 @@ class RunIdentity:
             "input": sample.input,
             "target": sample.target,
             "metadata": json.dumps(sample.metadata, sort_keys=True) if sample.metadata else None,
-            "worker": _WORKER,
+            "worker": self.worker,
             "created_at": datetime.now(UTC),
         }
 
@@ -66,7 +69,7 @@ def completed_record(
     sample: Sample,
     epoch: int,
     *,
-    prompt: list[dict[str, Any]],
+    prompt: Sequence[Mapping[str, Any]],
     completion: Completion,
     scored: Scored,
 ) -> SampleResult:
@@ -115,11 +118,11 @@ def degraded_record(
     )
 
 
-def _prompt_messages(prompt: list[dict[str, Any]]) -> tuple[Message, ...]:
+def _prompt_messages(prompt: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
     return tuple(_prompt_message(message) for message in prompt)
 
 
-def _prompt_message(message: dict[str, Any]) -> Message:
+def _prompt_message(message: Mapping[str, Any]) -> Message:
     """A prompt message: text content as is, structured parts (images, ...) as JSON text."""
     content = message.get("content")
     parts = None if content is None or isinstance(content, str) else content

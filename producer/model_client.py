@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import json
 import logging
@@ -59,6 +60,7 @@ class Completion:
     elapsed_ms: int
     finish_reason: str | None = None
     attempts: int = 1
+    prompt: tuple[Mapping[str, Any], ...] = ()
 
 
 def classify_model_error(err: ModelError) -> ErrorClass:
@@ -70,7 +72,7 @@ def classify_model_error(err: ModelError) -> ErrorClass:
     status = err.status
     if status is None or status in _FATAL_4XX:
         return "fatal"
-    if status == 429 or status >= 500:
+    if _retryable(err):  # the statuses worth retrying are the ones that degrade to S
         return "skip"
     if 400 <= status < 500:
         return "incorrect"
@@ -154,7 +156,8 @@ class ModelClient:
         attempts = self._max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                return await self._attempt(body, started, attempt)
+                completion = await self._attempt(body, started, attempt)
+                return dataclasses.replace(completion, prompt=tuple(body["messages"]))
             except ModelError as err:
                 if not _retryable(err) or attempt == attempts:
                     if attempt == 1:

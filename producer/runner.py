@@ -73,11 +73,12 @@ async def run_benchmark(
     """Run every (sample, epoch) of the range not already durable; return the run's result."""
     if epochs < 1 or max_concurrency < 1:
         raise ValueError("epochs and max_concurrency must be >= 1")
-    samples = _select(benchmark.samples(), sample_range)
+    dataset = benchmark.samples()
+    samples = _select(dataset, sample_range)
     run = RunIdentity(
         RunKey(run_id, benchmark.name, model),
         epochs,
-        len(benchmark.samples()),
+        len(dataset),
         chunk_id,
         chunk_index,
     )
@@ -214,7 +215,8 @@ class _Execution:
                 http_status=None,
             )
         scored = self.benchmark.score(sample, completion.text)
-        prompt = self.benchmark.messages(sample)
+        # What the solver actually sent; a solver that does not say gets the benchmark's prompt.
+        prompt = list(completion.prompt) or self.benchmark.messages(sample)
         return completed_record(
             run, sample, epoch, prompt=prompt, completion=completion, scored=scored
         )
