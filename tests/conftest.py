@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from pydantic import SecretStr
 
 from producer.model_client import ModelClient
 from producer.model_server import ModelServer
@@ -18,6 +17,7 @@ from resultlog._jars import KAFKA_VERSION
 from resultlog.broker import LocalKafka, free_port
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_specs
+from tests.factories import cli_env_for
 
 KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
 TEST_PARTITIONS = 3
@@ -140,10 +140,4 @@ async def kafka_store(settings: Settings) -> AsyncIterator[KafkaResultStore]:
 @pytest.fixture
 def cli_env(settings: Settings) -> dict[str, str]:
     """The environment of a `resultlog` child process using this test's broker and topics."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
-    for name, value in settings.model_dump(exclude_none=True).items():
-        if not isinstance(value, SecretStr):
-            env[f"RESULTLOG_{name.upper()}"] = str(value)
-    # Degraded pairs retry quickly: the model client's backoff is not under test here.
-    env["RESULTLOG_MODEL_RETRY_BACKOFF_S"] = "0.01"
-    return env
+    return cli_env_for(settings)

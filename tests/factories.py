@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import SecretStr
+
+from resultlog.settings import Settings
 from schemas import (
     RecordError,
     RecordStatus,
@@ -68,3 +72,14 @@ def make_record(
     }
     fields.update(overrides)
     return SampleResult(**fields)
+
+
+def cli_env_for(settings: Settings, **extra: str) -> dict[str, str]:
+    """The environment of a `resultlog` child process using these settings (secrets too)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
+    for name, value in settings.model_dump(exclude_none=True).items():
+        text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+        env[f"RESULTLOG_{name.upper()}"] = text
+    # Degraded pairs retry quickly: the model client's backoff is not under test here.
+    env["RESULTLOG_MODEL_RETRY_BACKOFF_S"] = "0.01"
+    return {**env, **extra}

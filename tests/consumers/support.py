@@ -23,7 +23,7 @@ from schemas import (
     RunSummary,
     SampleResult,
     decode_run_key,
-    encode_key,
+    encode_run_key,
 )
 
 T = TypeVar("T")
@@ -95,7 +95,7 @@ def bare(summary: RunSummary | dict[str, Any]) -> dict[str, Any]:
 
 def path(run_key: RunKey) -> str:
     """The HTTP path of a run: each segment percent-encoded as in keys."""
-    return "/runs/" + encode_key(run_key, 0, 0).decode().rsplit("/", 2)[0]
+    return "/runs/" + encode_run_key(run_key).decode()
 
 
 def served(base_url: str, run_key: RunKey) -> dict[str, Any] | None:

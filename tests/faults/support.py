@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import subprocess
 import sys
@@ -14,7 +13,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import httpx
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -23,9 +21,8 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from pydantic import SecretStr
 
-from consumers import fold, read_run_records
+from consumers import read_run_records
 from consumers.aggregator import Aggregator
 from consumers.api import HttpServer, create_app
 from producer import (
@@ -40,7 +37,8 @@ from producer import (
     run_benchmark,
 )
 from resultlog.settings import Settings
-from schemas import Codec, RunKey, RunSummary, encode_run_key, partition_for, run_key_prefix
+from schemas import Codec, RunKey, partition_for, run_key_prefix
+from tests.factories import cli_env_for as env_for
 
 T = TypeVar("T")
 DEADLINE_S = 60.0
@@ -200,26 +198,6 @@ def all_pairs(samples: int, epochs: int) -> set[tuple[int, int]]:
 # -- summaries ---------------------------------------------------------------------------------
 
 
-def bare(summary: RunSummary | dict[str, Any]) -> dict[str, Any]:
-    """A summary as JSON without its freshness block."""
-    data = summary.model_dump(mode="json") if isinstance(summary, RunSummary) else dict(summary)
-    data.pop("as_of", None)
-    return data
-
-
-def resume_summary(settings: Settings, run_key: RunKey) -> dict[str, Any]:
-    """The fold over what resume reads for the run key."""
-    records, _ = read_run_records(
-        settings.client_config(), settings.results_topic, run_key, Codec()
-    )
-    return bare(fold(records, run_key))
-
-
-def run_path(run_key: RunKey) -> str:
-    """The HTTP path of a run: each segment percent-encoded as in keys."""
-    return "/runs/" + encode_run_key(run_key).decode()
-
-
 @contextlib.contextmanager
 def serving_aggregator(settings: Settings) -> Iterator[tuple[Aggregator, str]]:
     """A running aggregator (a group of its own) and its HTTP API, once caught up."""
@@ -235,28 +213,12 @@ def serving_aggregator(settings: Settings) -> Iterator[tuple[Aggregator, str]]:
     assert aggregator.failure is None, aggregator.failure
 
 
-def served(base_url: str, run_key: RunKey) -> dict[str, Any] | None:
-    """The aggregator's summary of the run without as_of, None while it has none."""
-    response = httpx.get(base_url + run_path(run_key), timeout=5)
-    return bare(response.json()) if response.status_code == 200 else None
-
-
 # -- the command line ------------------------------------------------------------------------
 
 
 def resultlog(*args: str) -> list[str]:
     """The argv of a `resultlog` child process."""
     return [sys.executable, "-m", "resultlog.cli", *args]
-
-
-def env_for(settings: Settings, **extra: str) -> dict[str, str]:
-    """The environment of a `resultlog` child process using these settings (secrets too)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
-    for name, value in settings.model_dump(exclude_none=True).items():
-        text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
-        env[f"RESULTLOG_{name.upper()}"] = text
-    env["RESULTLOG_MODEL_RETRY_BACKOFF_S"] = "0.01"
-    return {**env, **extra}
 
 
 def cli(

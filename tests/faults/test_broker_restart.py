@@ -19,14 +19,13 @@ from producer.model_server import is_expected_degraded
 from resultlog.broker import LocalKafka
 from resultlog.settings import Settings
 from schemas import RunKey
+from tests.consumers.support import bare, expected
 from tests.faults.conftest import make_settings
 from tests.faults.support import (
     MODEL,
     all_pairs,
     audit,
-    bare,
     report,
-    resume_summary,
     run_once,
     small_bench,
 )
@@ -136,7 +135,7 @@ async def test_broker_outage_loses_and_duplicates_nothing(
         assert threads, "the broker was never taken away"
 
     found = audit(restartable_settings, run_key, all_pairs(SAMPLES, EPOCHS))
-    from_log = resume_summary(restartable_settings, run_key)
+    from_log = expected(restartable_settings, run_key)
     wrong = int(_comparable(from_log) != _comparable(reference))
     wrong += int(bare(result.summary) != from_log)
     report(

@@ -18,15 +18,14 @@ from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
 from producer import ModelServer, Progress
 from resultlog.broker import LocalKafka
 from schemas import RunKey
+from tests.consumers.support import bare, expected
 from tests.faults.conftest import make_settings
 from tests.faults.support import (
     MODEL,
     all_pairs,
     audit,
-    bare,
     report,
     resultlog,
-    resume_summary,
     run_once,
     run_partition,
     small_bench,
@@ -107,7 +106,7 @@ async def test_killing_the_partition_leader_mid_run_loses_nothing(kafka_dir: Pat
         run_partition(settings, run_key)
     ]
     found = audit(settings, run_key, all_pairs(SAMPLES, EPOCHS))
-    wrong = int(bare(result.summary) != resume_summary(settings, run_key))
+    wrong = int(bare(result.summary) != expected(settings, run_key))
     report(
         "cluster-3",
         killed=leader,

@@ -19,14 +19,13 @@ from consumers import replay_all, replay_run
 from producer import Behavior, KafkaResultStore, ModelServer
 from resultlog.settings import Settings
 from schemas import Codec, RunKey, partition_for
+from tests.consumers.support import bare, expected
 from tests.factories import make_record
 from tests.faults.conftest import make_settings
 from tests.faults.support import (
     MODEL,
     RawRecord,
-    bare,
     report,
-    resume_summary,
     run_once,
     run_partition,
     scan,
@@ -51,7 +50,7 @@ def _views(settings: Settings, run_keys: list[RunKey], aggregators: list[Any]) -
     """Each reader's summaries of the run keys, without freshness fields."""
     codec = Codec()
     everything = replay_all(settings.client_config(), settings.results_topic, codec)
-    views: list[Any] = [{k: resume_summary(settings, k) for k in run_keys}]
+    views: list[Any] = [{k: expected(settings, k) for k in run_keys}]
     views.append(
         {
             k: bare(replay_run(settings.client_config(), settings.results_topic, k, codec)
@@ -139,7 +138,7 @@ def test_summaries_survive_compaction_of_superseded_records(kafka_bootstrap: str
             wait_for(
                 lambda: (
                     watching.lookup(main).summary is not None
-                    and bare(watching.lookup(main).summary) == resume_summary(settings, main)
+                    and bare(watching.lookup(main).summary) == expected(settings, main)
                 ),
                 "the aggregator to catch up",
             )
@@ -151,4 +150,4 @@ def test_summaries_survive_compaction_of_superseded_records(kafka_bootstrap: str
                 "the aggregator to see the third run",
             )
             _compact_and_compare(settings, [main, other], watching, "2")
-    assert bare(third.summary) == resume_summary(settings, main)
+    assert bare(third.summary) == expected(settings, main)

@@ -13,13 +13,13 @@ import pytest
 from producer import ModelServer
 from resultlog.settings import Settings
 from schemas import RunKey
+from tests.consumers.support import path
 from tests.faults.support import (
     MODEL,
     env_for,
     raw_run_records,
     report,
     resultlog,
-    run_path,
     serving_aggregator,
     topic_is_empty,
 )
@@ -124,7 +124,7 @@ def test_traversal_in_names_is_just_text_in_percent_encoded_keys(
     assert json.loads(status.stdout)["completed"] == 1
 
     with serving_aggregator(settings) as (_, base_url):
-        response = httpx.get(base_url + run_path(weird), timeout=5)
+        response = httpx.get(base_url + path(weird), timeout=5)
         assert response.status_code == 200 and response.json()["run_id"] == weird.run_id
     report("hostile-cli", cases=len(BAD_ARGUMENTS) + len(BAD_JSONL) + 2, written_by_bad=0)
 

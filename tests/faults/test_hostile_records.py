@@ -32,17 +32,15 @@ from producer import ModelServer
 from resultlog.settings import Settings
 from schemas import Codec, RunKey, encode_key, partition_for, run_key_prefix, shipped_catalog
 from schemas.codec import SINGLE_OBJECT_MAGIC
+from tests.consumers.support import bare, expected, path
 from tests.factories import make_record
 from tests.faults.conftest import make_settings
 from tests.faults.support import (
     MODEL,
-    bare,
     cli,
     produce_raw,
     report,
-    resume_summary,
     run_once,
-    run_path,
     serving_aggregator,
     small_bench,
     wait_for,
@@ -141,7 +139,7 @@ def test_every_reader_survives_and_counts_each_bad_record_once(kafka_bootstrap: 
     }
     summary = bare(clean.summary)
     assert bare(replayed.summaries[RUN]) == bare(everything.summaries[RUN]) == summary
-    assert resume_summary(settings, RUN) == summary
+    assert expected(settings, RUN) == summary
 
     args = ["--run-id", RUN.run_id, "--benchmark", RUN.benchmark_id, "--model", MODEL, "--json"]
     status = cli(settings, "status", *args)
@@ -155,7 +153,7 @@ def test_every_reader_survives_and_counts_each_bad_record_once(kafka_bootstrap: 
     with serving_aggregator(settings) as (aggregator, base_url):
         headers = _dead_letters(settings, all_bad)
         metrics = httpx.get(base_url + "/metrics", timeout=5).text
-        assert bare(httpx.get(base_url + run_path(RUN), timeout=5).json()) == summary
+        assert bare(httpx.get(base_url + path(RUN), timeout=5).json()) == summary
         assert httpx.get(base_url + "/healthz", timeout=5).status_code == 200
         assert aggregator.running
     kinds = Counter(h[HEADER_REASON_KIND] for h in headers)

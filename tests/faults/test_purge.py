@@ -11,16 +11,14 @@ import pytest
 from producer import ModelServer
 from resultlog.settings import Settings
 from schemas import RunKey, encode_key, encode_run_key, partition_for, run_key_prefix
+from tests.consumers.support import bare, expected, path
 from tests.faults.conftest import make_settings
 from tests.faults.support import (
     MODEL,
-    bare,
     cli,
     produce_raw,
     report,
-    resume_summary,
     run_once,
-    run_path,
     scan,
     serving_aggregator,
     small_bench,
@@ -88,11 +86,11 @@ def test_purge_deletes_the_run_for_every_reader(kafka_bootstrap: str) -> None:
         for run_key in (doomed, kept):
             asyncio.run(run_once(settings, bench, run_key.run_id, server.base_url, epochs=EPOCHS))
     _poison(settings, doomed)
-    kept_before = resume_summary(settings, kept)
+    kept_before = expected(settings, kept)
 
     with serving_aggregator(settings) as (_, base_url):
         wait_for(lambda: _summary_value(settings, doomed)[1], "the run's summary to be published")
-        assert httpx.get(base_url + run_path(doomed), timeout=5).status_code == 200
+        assert httpx.get(base_url + path(doomed), timeout=5).status_code == 200
 
         output = _purge(settings, doomed)
         assert output == (
@@ -105,16 +103,14 @@ def test_purge_deletes_the_run_for_every_reader(kafka_bootstrap: str) -> None:
         assert status["undecodable"] == 0
         assert _cli_json(settings, "replay", doomed)["records"] == 0
         gone = wait_for(
-            lambda: (
-                (r := httpx.get(base_url + run_path(doomed), timeout=5)).status_code == 404 and r
-            ),
+            lambda: (r := httpx.get(base_url + path(doomed), timeout=5)).status_code == 404 and r,
             "the aggregator to drop the run",
         )
         assert gone.json()["error"] == "not_found"
         wait_for(lambda: _summary_value(settings, doomed) == (True, None), "a summary tombstone")
 
-        assert resume_summary(settings, kept) == kept_before
-        assert bare(httpx.get(base_url + run_path(kept), timeout=5).json()) == kept_before
+        assert expected(settings, kept) == kept_before
+        assert bare(httpx.get(base_url + path(kept), timeout=5).json()) == kept_before
 
     again = _purge(settings, doomed)
     assert again == (
