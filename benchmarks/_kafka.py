@@ -20,8 +20,8 @@ from confluent_kafka import (
 )
 
 from resultlog.broker import LocalKafka
-from schemas import Message as ChatMessage
-from schemas import RecordStatus, RunKey, SampleResult, Score, ScoreValue, Usage
+from resultlog.schemas import Message as ChatMessage
+from resultlog.schemas import RecordStatus, RunKey, SampleResult, Score, ScoreValue, Usage
 
 __all__ = ["bootstrap_servers", "produce", "read_to_end", "record"]
 

@@ -27,14 +27,14 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from confluent_kafka.admin import AdminClient
 
 from benchmarks._kafka import record as make_record
-from resultlog.settings import Settings
-from resultlog.topics import ensure_topics, topic_specs
-from schemas import (
+from resultlog.schemas import (
     Codec,
     RunKey,
     encode_key,
     partition_for,
 )
+from resultlog.settings import Settings
+from resultlog.topics import ensure_topics, topic_specs
 
 TARGET_P99_MS = 250.0
 

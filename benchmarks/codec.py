@@ -11,7 +11,7 @@ from io import BytesIO
 
 from fastavro import schemaless_reader, schemaless_writer
 
-from schemas import (
+from resultlog.schemas import (
     Codec,
     Message,
     RecordStatus,

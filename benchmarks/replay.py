@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from fastavro import schemaless_reader
 
 from benchmarks._kafka import bootstrap_servers, produce, read_to_end, record
-from consumers import replay_all
-from schemas import Codec, RunKey, encode_key, partition_for, shipped_catalog
+from resultlog.consumers import replay_all
+from resultlog.schemas import Codec, RunKey, encode_key, partition_for, shipped_catalog
 
 PARTITIONS = 6
 SAMPLES_PER_RUN = 1000

@@ -21,8 +21,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks._kafka import bootstrap_servers, produce, read_to_end, record
-from consumers import resume_state
-from schemas import (
+from resultlog.consumers import resume_state
+from resultlog.schemas import (
     Codec,
     RunKey,
     encode_key,

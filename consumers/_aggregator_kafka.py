@@ -8,7 +8,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from consumers.errors import ConsumerError
+from resultlog.consumers.errors import ConsumerError
 
 __all__ = ["consumer_overrides", "partition_count", "watermarks"]
 

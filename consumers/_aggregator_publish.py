@@ -8,9 +8,9 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from consumers._aggregator_metrics import AggregatorMetrics
-from consumers._clients import client_config as with_logger
-from schemas import Codec, RunKey, RunSummary, encode_run_key, partition_for
+from resultlog.consumers._aggregator_metrics import AggregatorMetrics
+from resultlog.consumers._clients import client_config as with_logger
+from resultlog.schemas import Codec, RunKey, RunSummary, encode_run_key, partition_for
 
 __all__ = ["SummaryPublisher"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from consumers._aggregator_health import Health, PartitionHealth
-from consumers._decode import RecordId
-from consumers.fold import RunFold
-from schemas import AsOf, RunKey, RunSummary, SampleResult, partition_for
+from resultlog.consumers._aggregator_health import Health, PartitionHealth
+from resultlog.consumers._decode import RecordId
+from resultlog.consumers.fold import RunFold
+from resultlog.schemas import AsOf, RunKey, RunSummary, SampleResult, partition_for
 
 __all__ = ["AggregatorState", "Job", "Lookup", "PartitionState", "utc_now"]
 

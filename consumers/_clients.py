@@ -9,7 +9,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from consumers.errors import ConsumerError
+from resultlog.consumers.errors import ConsumerError
 
 __all__ = ["LIBRDKAFKA_LOGGER", "check_login", "client_config"]
 

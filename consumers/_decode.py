@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas import Codec, DecodeError, RunKey, SampleResult
+from resultlog.schemas import Codec, DecodeError, RunKey, SampleResult
 
 __all__ = ["RecordId", "decode_value"]
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from confluent_kafka import Message
 
-from consumers._decode import RecordId, decode_value
-from consumers.dlq import MISROUTED, reason_kind
-from schemas import Codec, DecodeError, SampleResult, decode_key, partition_for
+from resultlog.consumers._decode import RecordId, decode_value
+from resultlog.consumers.dlq import MISROUTED, reason_kind
+from resultlog.schemas import Codec, DecodeError, SampleResult, decode_key, partition_for
 
 __all__ = ["Ingested", "Poison", "ingest"]
 

@@ -16,8 +16,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from consumers._clients import client_config as with_logger
-from consumers.errors import ConsumerError
+from resultlog.consumers._clients import client_config as with_logger
+from resultlog.consumers.errors import ConsumerError
 
 __all__ = ["partition_count", "reader", "scan"]
 

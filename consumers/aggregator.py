@@ -48,16 +48,16 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from consumers._aggregator_health import Health
-from consumers._aggregator_kafka import consumer_overrides, partition_count, watermarks
-from consumers._aggregator_metrics import AggregatorMetrics
-from consumers._aggregator_publish import SummaryPublisher
-from consumers._aggregator_state import AggregatorState, Job, Lookup, utc_now
-from consumers._clients import client_config as with_logger
-from consumers._ingest import Ingested, ingest
-from consumers.dlq import DeadLetterWriter
-from consumers.errors import ConsumerError
-from schemas import Codec, RunKey, RunSummary
+from resultlog.consumers._aggregator_health import Health
+from resultlog.consumers._aggregator_kafka import consumer_overrides, partition_count, watermarks
+from resultlog.consumers._aggregator_metrics import AggregatorMetrics
+from resultlog.consumers._aggregator_publish import SummaryPublisher
+from resultlog.consumers._aggregator_state import AggregatorState, Job, Lookup, utc_now
+from resultlog.consumers._clients import client_config as with_logger
+from resultlog.consumers._ingest import Ingested, ingest
+from resultlog.consumers.dlq import DeadLetterWriter
+from resultlog.consumers.errors import ConsumerError
+from resultlog.schemas import Codec, RunKey, RunSummary
 
 __all__ = ["Aggregator", "AggregatorSettings", "Health", "Lookup"]
 

@@ -23,9 +23,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from consumers._aggregator_health import Health
-from consumers._aggregator_state import Lookup
-from schemas import DecodeError, RunKey, RunSummary, decode_run_key
+from resultlog.consumers._aggregator_health import Health
+from resultlog.consumers._aggregator_state import Lookup
+from resultlog.schemas import DecodeError, RunKey, RunSummary, decode_run_key
 
 __all__ = [
     "MAX_LIMIT",

@@ -14,9 +14,14 @@ from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from consumers._clients import client_config as with_logger
-from consumers.errors import ConsumerError
-from schemas import DecodeError, KeyDecodeError, UnknownFormatVersionError, UnknownSchemaError
+from resultlog.consumers._clients import client_config as with_logger
+from resultlog.consumers.errors import ConsumerError
+from resultlog.schemas import (
+    DecodeError,
+    KeyDecodeError,
+    UnknownFormatVersionError,
+    UnknownSchemaError,
+)
 
 __all__ = [
     "HEADER_REASON",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas.errors import ResultLogError
+from resultlog.schemas.errors import ResultLogError
 
 __all__ = ["ConsumerError"]
 

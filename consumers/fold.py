@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from schemas import AsOf, RunKey, RunSummary, SampleResult, ScoreValue, SummaryUsage
+from resultlog.schemas import AsOf, RunKey, RunSummary, SampleResult, ScoreValue, SummaryUsage
 
 __all__ = ["Contribution", "RunFold", "fold"]
 

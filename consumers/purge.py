@@ -25,13 +25,13 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from consumers._clients import client_config as with_logger
-from consumers._scan import partition_count
-from consumers.errors import ConsumerError
+from resultlog.consumers._clients import client_config as with_logger
+from resultlog.consumers._scan import partition_count
+from resultlog.consumers.errors import ConsumerError
 
 # The resume reader's partition scan is exactly what purge needs: the same keys resume sees.
-from consumers.resume import latest_run_values
-from schemas import RunKey, encode_run_key, partition_for
+from resultlog.consumers.resume import latest_run_values
+from resultlog.schemas import RunKey, encode_run_key, partition_for
 
 __all__ = ["PurgeError", "purge_run"]
 

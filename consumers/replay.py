@@ -15,12 +15,12 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Message
 
-from consumers._ingest import ingest
-from consumers._scan import partition_count, reader, scan
-from consumers.errors import ConsumerError
-from consumers.fold import RunFold, fold
-from consumers.resume import read_run_records
-from schemas import AsOf, Codec, RunKey, RunSummary
+from resultlog.consumers._ingest import ingest
+from resultlog.consumers._scan import partition_count, reader, scan
+from resultlog.consumers.errors import ConsumerError
+from resultlog.consumers.fold import RunFold, fold
+from resultlog.consumers.resume import read_run_records
+from resultlog.schemas import AsOf, Codec, RunKey, RunSummary
 
 __all__ = ["ReplayResult", "replay_all", "replay_run"]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
 
-from consumers._decode import decode_value
-from consumers._scan import partition_count, reader, scan
-from consumers.errors import ConsumerError
-from schemas import (
+from resultlog.consumers._decode import decode_value
+from resultlog.consumers._scan import partition_count, reader, scan
+from resultlog.consumers.errors import ConsumerError
+from resultlog.schemas import (
     Codec,
     DecodeError,
     RunKey,

@@ -7,10 +7,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from consumers._clients import client_config as with_logger
-from consumers._scan import partition_count
-from consumers.errors import ConsumerError
-from schemas import Codec, RunSummary, partition_for
+from resultlog.consumers._clients import client_config as with_logger
+from resultlog.consumers._scan import partition_count
+from resultlog.consumers.errors import ConsumerError
+from resultlog.schemas import Codec, RunSummary, partition_for
 
 __all__ = ["publish_summaries"]
 

@@ -1,8 +1,8 @@
 """What a harness worker runs: result stores, request context, model client, runner."""
 
-from producer._limited import limit_samples
-from producer._retry import WritePolicy
-from producer.benchmarks import (
+from resultlog.producer._limited import limit_samples
+from resultlog.producer._retry import WritePolicy
+from resultlog.producer.benchmarks import (
     Benchmark,
     Sample,
     StaticBenchmark,
@@ -10,18 +10,18 @@ from producer.benchmarks import (
     load_jsonl,
     resolve_benchmark,
 )
-from producer.context import SampleContext, current_sample, sample_scope
-from producer.errors import (
+from resultlog.producer.context import SampleContext, current_sample, sample_scope
+from resultlog.producer.errors import (
     BenchmarkError,
     ModelError,
     PersistenceError,
     ProducerError,
     SolverError,
 )
-from producer.model_client import Completion, ModelClient, classify_model_error
-from producer.model_server import Behavior, ModelServer
-from producer.runner import Progress, RunResult, Solver, model_solver, run_benchmark
-from producer.store import KafkaResultStore, NoopResultStore, ResultStore
+from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
+from resultlog.producer.model_server import Behavior, ModelServer
+from resultlog.producer.runner import Progress, RunResult, Solver, model_solver, run_benchmark
+from resultlog.producer.store import KafkaResultStore, NoopResultStore, ResultStore
 
 __all__ = [
     "Behavior",

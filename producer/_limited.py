@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from producer._scorers import Scored
-from producer.benchmarks import Benchmark, Sample
+from resultlog.producer._scorers import Scored
+from resultlog.producer.benchmarks import Benchmark, Sample
 
 __all__ = ["limit_samples"]
 

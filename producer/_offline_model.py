@@ -7,7 +7,7 @@ import time
 from http import HTTPStatus
 from typing import Any, Literal
 
-from producer._arith import evaluate, find_expression
+from resultlog.producer._arith import evaluate, find_expression
 
 __all__ = [
     "DEFAULT_ERROR_RATE",

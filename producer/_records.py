@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from producer._scorers import Scored
-from producer.benchmarks import Sample
-from producer.model_client import Completion
-from schemas import (
+from resultlog.producer._scorers import Scored
+from resultlog.producer.benchmarks import Sample
+from resultlog.producer.model_client import Completion
+from resultlog.schemas import (
     Message,
     RecordError,
     RecordStatus,

@@ -7,9 +7,9 @@ import logging
 import random
 from dataclasses import dataclass, field
 
-from producer.errors import PersistenceError
-from producer.store import ResultStore
-from schemas import SampleResult
+from resultlog.producer.errors import PersistenceError
+from resultlog.producer.store import ResultStore
+from resultlog.schemas import SampleResult
 
 __all__ = ["WritePolicy"]
 

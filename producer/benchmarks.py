@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from producer._arith import evaluate, generate_expressions
-from producer._scorers import (
+from resultlog.producer._arith import evaluate, generate_expressions
+from resultlog.producer._scorers import (
     Scored,
     Scorer,
     exact_match,
@@ -19,7 +19,7 @@ from producer._scorers import (
     numeric_match,
     parse_number,
 )
-from producer.errors import BenchmarkError
+from resultlog.producer.errors import BenchmarkError
 
 __all__ = [
     "ARITH_SEED",

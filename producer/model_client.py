@@ -17,8 +17,8 @@ from typing import Any, Literal, Self
 import httpx
 from pydantic import SecretStr
 
-from producer.context import current_sample
-from producer.errors import ModelError
+from resultlog.producer.context import current_sample
+from resultlog.producer.errors import ModelError
 
 __all__ = [
     "Completion",

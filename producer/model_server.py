@@ -19,9 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from producer._http11 import BACKLOG, Http11Server
-from producer._offline_app import App, Behavior, Config, Fault, LoggedRequest, State
-from producer._offline_model import (
+from resultlog.producer._http11 import BACKLOG, Http11Server
+from resultlog.producer._offline_app import App, Behavior, Config, Fault, LoggedRequest, State
+from resultlog.producer._offline_model import (
     DEFAULT_ERROR_RATE,
     DEFAULT_SEED,
     DEFAULT_WRONG_RATE,

@@ -7,15 +7,15 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from consumers import ResumeState, fold
-from producer._records import RunIdentity, completed_record, degraded_record
-from producer._retry import WritePolicy
-from producer.benchmarks import Benchmark, Sample
-from producer.context import sample_scope
-from producer.errors import ModelError, ProducerError, SolverError
-from producer.model_client import Completion, ModelClient, classify_model_error
-from producer.store import NoopResultStore, ResultStore
-from schemas import ResultLogError, RunKey, RunSummary, SampleResult, ScoreValue
+from resultlog.consumers import ResumeState, fold
+from resultlog.producer._records import RunIdentity, completed_record, degraded_record
+from resultlog.producer._retry import WritePolicy
+from resultlog.producer.benchmarks import Benchmark, Sample
+from resultlog.producer.context import sample_scope
+from resultlog.producer.errors import ModelError, ProducerError, SolverError
+from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
+from resultlog.producer.store import NoopResultStore, ResultStore
+from resultlog.schemas import ResultLogError, RunKey, RunSummary, SampleResult, ScoreValue
 
 __all__ = ["Progress", "RunResult", "Solver", "model_solver", "run_benchmark"]
 

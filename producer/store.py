@@ -9,9 +9,9 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from consumers import ConsumerError, partition_count, read_run_records, with_logger
-from producer.errors import PersistenceError
-from schemas import Codec, RunKey, SampleResult, encode_key, partition_for
+from resultlog.consumers import ConsumerError, partition_count, read_run_records, with_logger
+from resultlog.producer.errors import PersistenceError
+from resultlog.schemas import Codec, RunKey, SampleResult, encode_key, partition_for
 
 __all__ = ["KafkaResultStore", "NoopResultStore", "ResultStore"]
 

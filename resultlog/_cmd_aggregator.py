@@ -8,12 +8,12 @@ import gc
 import signal
 from typing import Any
 
-from consumers.aggregator import Aggregator
-from consumers.api import HttpServer, create_app
 from resultlog._connect import codec_for, kafka_settings
 from resultlog._validate import run_key_part
+from resultlog.consumers.aggregator import Aggregator
+from resultlog.consumers.api import HttpServer, create_app
 from resultlog.errors import CliError
-from schemas.errors import ResultLogError
+from resultlog.schemas.errors import ResultLogError
 
 __all__ = ["parse_http_address", "register"]
 

@@ -6,9 +6,9 @@ import argparse
 
 from confluent_kafka.admin import AdminClient
 
-from consumers import with_logger
 from resultlog._connect import kafka_settings
 from resultlog.broker import LocalKafka, sasl_users_from_env
+from resultlog.consumers import with_logger
 from resultlog.topics import ensure_topics, topic_specs
 
 __all__ = ["down", "topics_create", "up"]

@@ -6,10 +6,10 @@ import argparse
 import json
 from typing import Any
 
-from consumers.purge import purge_run
 from resultlog._connect import kafka_settings
 from resultlog._validate import run_key_part
-from schemas import RunKey
+from resultlog.consumers.purge import purge_run
+from resultlog.schemas import RunKey
 
 __all__ = ["register"]
 

@@ -9,11 +9,11 @@ from typing import Any
 
 from rich.progress import Progress
 
-from consumers import ReplayResult, publish_summaries, replay_all, replay_run
 from resultlog._connect import codec_for, kafka_settings
 from resultlog._validate import run_key_part
+from resultlog.consumers import ReplayResult, publish_summaries, replay_all, replay_run
 from resultlog.errors import CliError
-from schemas import Codec, RunKey
+from resultlog.schemas import Codec, RunKey
 
 __all__ = ["register"]
 

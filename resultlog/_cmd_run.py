@@ -9,8 +9,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from consumers import ResumeState, read_run_records
-from producer import (
+from resultlog._connect import codec_for, kafka_settings
+from resultlog._console import ProgressBar, print_summary
+from resultlog._validate import parse_range, positive_int, run_key_part
+from resultlog.consumers import ResumeState, read_run_records
+from resultlog.errors import CliError
+from resultlog.producer import (
     KafkaResultStore,
     ModelClient,
     ModelServer,
@@ -21,12 +25,8 @@ from producer import (
     resolve_benchmark,
     run_benchmark,
 )
-from resultlog._connect import codec_for, kafka_settings
-from resultlog._console import ProgressBar, print_summary
-from resultlog._validate import parse_range, positive_int, run_key_part
-from resultlog.errors import CliError
+from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from schemas import RunKey
 
 __all__ = ["register"]
 

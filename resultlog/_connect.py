@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from consumers import check_login
+from resultlog.consumers import check_login
+from resultlog.schemas import Codec
 from resultlog.settings import Settings
-from schemas import Codec
 
 __all__ = ["codec_for", "kafka_settings"]
 

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from producer import Progress as RunProgress
-from schemas import RunSummary
+from resultlog.producer import Progress as RunProgress
+from resultlog.schemas import RunSummary
 
 __all__ = ["ProgressBar", "print_summary"]
 

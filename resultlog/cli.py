@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
-from consumers import LIBRDKAFKA_LOGGER
 from resultlog import _cmd_aggregator, _cmd_kafka, _cmd_purge, _cmd_replay, _cmd_run
-from schemas.errors import ResultLogError
+from resultlog.consumers import LIBRDKAFKA_LOGGER
+from resultlog.schemas.errors import ResultLogError
 
 __all__ = ["build_parser", "main"]
 

@@ -1,9 +1,9 @@
 """resultlog's contract: record models, Kafka keys and partitions, and the Avro codec."""
 
-from schemas._catalog import SchemaCatalog, SchemaVersion, shipped_catalog
-from schemas._types import FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS
-from schemas.codec import Codec, WireFormat
-from schemas.errors import (
+from resultlog.schemas._catalog import SchemaCatalog, SchemaVersion, shipped_catalog
+from resultlog.schemas._types import FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS
+from resultlog.schemas.codec import Codec, WireFormat
+from resultlog.schemas.errors import (
     DecodeError,
     KeyDecodeError,
     RegistryError,
@@ -12,7 +12,7 @@ from schemas.errors import (
     UnknownFormatVersionError,
     UnknownSchemaError,
 )
-from schemas.keys import (
+from resultlog.schemas.keys import (
     decode_key,
     decode_run_key,
     encode_key,
@@ -20,7 +20,7 @@ from schemas.keys import (
     partition_for,
     run_key_prefix,
 )
-from schemas.models import (
+from resultlog.schemas.models import (
     Message,
     RecordError,
     RecordStatus,
@@ -31,8 +31,8 @@ from schemas.models import (
     Usage,
     Worker,
 )
-from schemas.runkey import InvalidRunKeyError, RunKey
-from schemas.summary import AsOf, RunSummary, SummaryUsage
+from resultlog.schemas.runkey import InvalidRunKeyError, RunKey
+from resultlog.schemas.summary import AsOf, RunSummary, SummaryUsage
 
 __all__ = [
     "FORMAT_VERSION",

@@ -15,7 +15,7 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from schemas.errors import SchemaError
+from resultlog.schemas.errors import SchemaError
 
 SAMPLE_RESULT = "resultlog.SampleResult"
 RUN_SUMMARY = "resultlog.RunSummary"
@@ -135,7 +135,7 @@ class SchemaCatalog:
 
 def shipped_directory() -> Path:
     """Where the released `.avsc` files of this package live."""
-    return Path(str(resources.files("schemas") / "avro"))
+    return Path(str(resources.files("resultlog.schemas") / "avro"))
 
 
 @cache

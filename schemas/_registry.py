@@ -9,8 +9,8 @@ from typing import Any
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
 
-from schemas._catalog import SchemaVersion, build_version
-from schemas.errors import RegistryError, SchemaError
+from resultlog.schemas._catalog import SchemaVersion, build_version
+from resultlog.schemas.errors import RegistryError, SchemaError
 
 COMPATIBILITY = "FULL_TRANSITIVE"
 _NOT_FOUND = 404

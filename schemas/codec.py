@@ -12,7 +12,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
 from pydantic import ValidationError
 
-from schemas._catalog import (
+from resultlog.schemas._catalog import (
     MODEL_VERSIONS,
     RUN_SUMMARY,
     SAMPLE_RESULT,
@@ -20,11 +20,16 @@ from schemas._catalog import (
     SchemaVersion,
     shipped_catalog,
 )
-from schemas._registry import Registry, SchemaNotFoundError
-from schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
-from schemas.errors import DecodeError, SchemaError, UnknownFormatVersionError, UnknownSchemaError
-from schemas.models import SampleResult
-from schemas.summary import RunSummary
+from resultlog.schemas._registry import Registry, SchemaNotFoundError
+from resultlog.schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
+from resultlog.schemas.errors import (
+    DecodeError,
+    SchemaError,
+    UnknownFormatVersionError,
+    UnknownSchemaError,
+)
+from resultlog.schemas.models import SampleResult
+from resultlog.schemas.summary import RunSummary
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 REGISTRY_MAGIC = 0

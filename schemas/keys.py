@@ -7,8 +7,8 @@ import hashlib
 import re
 from urllib.parse import quote, unquote_to_bytes
 
-from schemas.errors import KeyDecodeError
-from schemas.runkey import InvalidRunKeyError, RunKey
+from resultlog.schemas.errors import KeyDecodeError
+from resultlog.schemas.runkey import InvalidRunKeyError, RunKey
 
 _SEP = "/"
 _MAX_LONG = 2**63 - 1

@@ -7,7 +7,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from schemas._types import (
+from resultlog.schemas._types import (
     Count,
     Frozen,
     HttpStatus,
@@ -18,8 +18,8 @@ from schemas._types import (
     PositiveCount,
     Timestamp,
 )
-from schemas.keys import encode_key
-from schemas.runkey import RunKey
+from resultlog.schemas.keys import encode_key
+from resultlog.schemas.runkey import RunKey
 
 
 class ScoreValue(StrEnum):

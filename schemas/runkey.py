@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schemas.errors import SchemaError
+from resultlog.schemas.errors import SchemaError
 
 
 class InvalidRunKeyError(SchemaError, ValueError):

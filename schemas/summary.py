@@ -7,9 +7,9 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from schemas._types import Count, Frozen, Metrics, NonEmptyStr, NonNegativeReal, Timestamp
-from schemas.keys import encode_run_key
-from schemas.runkey import RunKey
+from resultlog.schemas._types import Count, Frozen, Metrics, NonEmptyStr, NonNegativeReal, Timestamp
+from resultlog.schemas.keys import encode_run_key
+from resultlog.schemas.runkey import RunKey
 
 _PARTITION = re.compile(r"0|[1-9][0-9]*")
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from producer.model_client import ModelClient
-from producer.model_server import ModelServer
-from producer.store import KafkaResultStore
 from resultlog._jars import KAFKA_VERSION
 from resultlog.broker import LocalKafka, free_port
+from resultlog.producer.model_client import ModelClient
+from resultlog.producer.model_server import ModelServer
+from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_specs
 from tests.factories import cli_env_for

@@ -8,8 +8,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from resultlog.settings import Settings
-from schemas import (
+from resultlog.schemas import (
     RecordError,
     RecordStatus,
     RunKey,
@@ -18,6 +17,7 @@ from schemas import (
     ScoreValue,
     Usage,
 )
+from resultlog.settings import Settings
 
 RUN_KEY = RunKey("run-1", "arith", "openai/gpt-4o")
 _EPOCH0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from consumers.aggregator import Aggregator
+from resultlog.consumers.aggregator import Aggregator
 from resultlog.settings import Settings
 from tests.consumers.support import running, serving
 

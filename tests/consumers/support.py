@@ -12,12 +12,11 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from consumers import fold, read_run_records
-from consumers.aggregator import Aggregator
-from consumers.api import HttpServer, create_app
-from producer.store import KafkaResultStore
-from resultlog.settings import Settings
-from schemas import (
+from resultlog.consumers import fold, read_run_records
+from resultlog.consumers.aggregator import Aggregator
+from resultlog.consumers.api import HttpServer, create_app
+from resultlog.producer.store import KafkaResultStore
+from resultlog.schemas import (
     Codec,
     RunKey,
     RunSummary,
@@ -25,6 +24,7 @@ from schemas import (
     decode_run_key,
     encode_run_key,
 )
+from resultlog.settings import Settings
 
 T = TypeVar("T")
 DEADLINE_S = 30.0

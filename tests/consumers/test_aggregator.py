@@ -14,20 +14,20 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from consumers import fold, replay_run
-from consumers._aggregator_state import AggregatorState
-from consumers.aggregator import Aggregator
-from producer.model_client import ModelClient
-from producer.model_server import Behavior, ModelServer
-from producer.runner import model_solver, run_benchmark
-from producer.store import KafkaResultStore
-from resultlog.settings import Settings
-from schemas import (
+from resultlog.consumers import fold, replay_run
+from resultlog.consumers._aggregator_state import AggregatorState
+from resultlog.consumers.aggregator import Aggregator
+from resultlog.producer.model_client import ModelClient
+from resultlog.producer.model_server import Behavior, ModelServer
+from resultlog.producer.runner import model_solver, run_benchmark
+from resultlog.producer.store import KafkaResultStore
+from resultlog.schemas import (
     Codec,
     RunKey,
     encode_key,
     partition_for,
 )
+from resultlog.settings import Settings
 from tests.consumers.support import (
     DEADLINE_S,
     bare,

@@ -11,11 +11,11 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumers import fold
-from consumers.aggregator import Aggregator
-from consumers.api import BadRequestError, HttpServer, create_app, run_key_from_path
+from resultlog.consumers import fold
+from resultlog.consumers.aggregator import Aggregator
+from resultlog.consumers.api import BadRequestError, HttpServer, create_app, run_key_from_path
+from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from schemas import RunKey
 from tests.consumers.support import bare, path, wait_for, write
 from tests.factories import make_record
 

@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import Consumer, Message, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumers.aggregator import Aggregator
-from consumers.dlq import (
+from resultlog.consumers.aggregator import Aggregator
+from resultlog.consumers.dlq import (
     HEADER_REASON,
     HEADER_REASON_KIND,
     HEADER_SOURCE_OFFSET,
@@ -20,8 +20,8 @@ from consumers.dlq import (
     DeadLetterWriter,
     reason_kind,
 )
+from resultlog.schemas import Codec, DecodeError, decode_key, encode_key, partition_for
 from resultlog.settings import Settings
-from schemas import Codec, DecodeError, decode_key, encode_key, partition_for
 from tests.consumers.support import (
     expected,
     produce_raw,

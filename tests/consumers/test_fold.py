@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumers import RunFold, fold
+from resultlog.consumers import RunFold, fold
 from tests.factories import RUN_KEY, make_record
 
 

@@ -22,10 +22,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from consumers import read_run_records
-from consumers.aggregator import Aggregator
-from consumers.api import HttpServer, create_app
-from producer import (
+from resultlog.consumers import read_run_records
+from resultlog.consumers.aggregator import Aggregator
+from resultlog.consumers.api import HttpServer, create_app
+from resultlog.producer import (
     KafkaResultStore,
     ModelClient,
     Progress,
@@ -36,8 +36,8 @@ from producer import (
     model_solver,
     run_benchmark,
 )
+from resultlog.schemas import Codec, RunKey, partition_for, run_key_prefix
 from resultlog.settings import Settings
-from schemas import Codec, RunKey, partition_for, run_key_prefix
 from tests.factories import cli_env_for as env_for
 
 T = TypeVar("T")

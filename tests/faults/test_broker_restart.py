@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from producer import ModelServer, PersistenceError, Progress
-from producer.model_server import is_expected_degraded
 from resultlog.broker import LocalKafka
+from resultlog.producer import ModelServer, PersistenceError, Progress
+from resultlog.producer.model_server import is_expected_degraded
+from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from schemas import RunKey
 from tests.consumers.support import bare, expected
 from tests.faults.conftest import make_settings
 from tests.faults.support import (

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
 
-from producer import ModelServer, Progress
 from resultlog.broker import LocalKafka
-from schemas import RunKey
+from resultlog.producer import ModelServer, Progress
+from resultlog.schemas import RunKey
 from tests.consumers.support import bare, expected
 from tests.faults.conftest import make_settings
 from tests.faults.support import (

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from consumers import replay_all, replay_run
-from producer import Behavior, KafkaResultStore, ModelServer
+from resultlog.consumers import replay_all, replay_run
+from resultlog.producer import Behavior, KafkaResultStore, ModelServer
+from resultlog.schemas import Codec, RunKey, partition_for
 from resultlog.settings import Settings
-from schemas import Codec, RunKey, partition_for
 from tests.consumers.support import bare, expected
 from tests.factories import make_record
 from tests.faults.conftest import make_settings

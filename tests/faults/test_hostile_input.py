@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from producer import ModelServer
+from resultlog.producer import ModelServer
+from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from schemas import RunKey
 from tests.consumers.support import path
 from tests.faults.support import (
     MODEL,

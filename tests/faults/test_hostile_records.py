@@ -20,18 +20,25 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from fastavro import schemaless_writer
 
-from consumers import replay_all, replay_run
-from consumers.dlq import (
+from resultlog.consumers import replay_all, replay_run
+from resultlog.consumers.dlq import (
     HEADER_REASON,
     HEADER_REASON_KIND,
     HEADER_SOURCE_OFFSET,
     HEADER_SOURCE_PARTITION,
     HEADER_SOURCE_TOPIC,
 )
-from producer import ModelServer
+from resultlog.producer import ModelServer
+from resultlog.schemas import (
+    Codec,
+    RunKey,
+    encode_key,
+    partition_for,
+    run_key_prefix,
+    shipped_catalog,
+)
+from resultlog.schemas.codec import SINGLE_OBJECT_MAGIC
 from resultlog.settings import Settings
-from schemas import Codec, RunKey, encode_key, partition_for, run_key_prefix, shipped_catalog
-from schemas.codec import SINGLE_OBJECT_MAGIC
 from tests.consumers.support import bare, expected, path
 from tests.factories import make_record
 from tests.faults.conftest import make_settings

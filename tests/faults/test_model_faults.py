@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from consumers import read_run_records
-from producer import Behavior, ModelError, ModelServer
-from producer.model_server import Fault
+from resultlog.consumers import read_run_records
+from resultlog.producer import Behavior, ModelError, ModelServer
+from resultlog.producer.model_server import Fault
+from resultlog.schemas import Codec, RunKey, SampleResult, ScoreValue
 from resultlog.settings import Settings
-from schemas import Codec, RunKey, SampleResult, ScoreValue
 from tests.faults.support import MODEL, cli, report, run_once, small_bench
 
 pytestmark = pytest.mark.faults

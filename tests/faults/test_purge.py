@@ -8,9 +8,9 @@ import json
 import httpx
 import pytest
 
-from producer import ModelServer
+from resultlog.producer import ModelServer
+from resultlog.schemas import RunKey, encode_key, encode_run_key, partition_for, run_key_prefix
 from resultlog.settings import Settings
-from schemas import RunKey, encode_key, encode_run_key, partition_for, run_key_prefix
 from tests.consumers.support import bare, expected, path
 from tests.faults.conftest import make_settings
 from tests.faults.support import (

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from producer.model_client import ModelClient
-from producer.model_server import ModelServer, Outcome, expected_outcome
+from resultlog.producer.model_client import ModelClient
+from resultlog.producer.model_server import ModelServer, Outcome, expected_outcome
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from producer._arith import evaluate
-from producer.benchmarks import (
+from resultlog.producer._arith import evaluate
+from resultlog.producer.benchmarks import (
     ARITH_SIZE,
     Benchmark,
     Sample,
@@ -23,14 +23,14 @@ from producer.benchmarks import (
     numeric_match,
     resolve_benchmark,
 )
-from producer.context import sample_scope
-from producer.errors import BenchmarkError, ModelError
-from producer.model_client import ModelClient, classify_model_error
-from producer.model_server import ModelServer, expected_outcome
+from resultlog.producer.context import sample_scope
+from resultlog.producer.errors import BenchmarkError, ModelError
+from resultlog.producer.model_client import ModelClient, classify_model_error
+from resultlog.producer.model_server import ModelServer, expected_outcome
 
 REPO = Path(__file__).resolve().parents[2]
 DIGEST = (
-    "import hashlib, json; from producer.benchmarks import arith; "
+    "import hashlib, json; from resultlog.producer.benchmarks import arith; "
     "print(hashlib.sha256(json.dumps([(s.id, s.input, s.target) "
     "for s in arith().samples()]).encode()).hexdigest())"
 )

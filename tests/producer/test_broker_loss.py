@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from consumers import read_run_records
-from producer import (
+from resultlog.broker import LocalKafka
+from resultlog.consumers import read_run_records
+from resultlog.producer import (
     KafkaResultStore,
     ModelClient,
     ModelServer,
@@ -21,11 +22,10 @@ from producer import (
     model_solver,
     run_benchmark,
 )
-from producer.benchmarks import StaticBenchmark, arith
-from resultlog.broker import LocalKafka
+from resultlog.producer.benchmarks import StaticBenchmark, arith
+from resultlog.schemas import Codec, RunKey
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_specs
-from schemas import Codec, RunKey
 
 MODEL = "offline/m"
 SAMPLES = 40

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from producer.context import SampleContext, current_sample, sample_scope
+from resultlog.producer.context import SampleContext, current_sample, sample_scope
 
 
 def test_no_context_outside_any_scope() -> None:

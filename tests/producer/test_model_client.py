@@ -13,10 +13,10 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from producer.context import sample_scope
-from producer.errors import ModelError
-from producer.model_client import ModelClient, classify_model_error
-from producer.model_server import Behavior, ModelServer, generation_id
+from resultlog.producer.context import sample_scope
+from resultlog.producer.errors import ModelError
+from resultlog.producer.model_client import ModelClient, classify_model_error
+from resultlog.producer.model_server import Behavior, ModelServer, generation_id
 from tests.producer.conftest import pair_with
 
 MODEL = "offline/arith"

@@ -8,16 +8,16 @@ from collections import Counter
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from consumers import fold, read_run_records
-from producer._retry import WritePolicy
-from producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith
-from producer.errors import PersistenceError, SolverError
-from producer.model_client import Completion, ModelClient
-from producer.model_server import Behavior, ModelServer
-from producer.runner import RunResult, model_solver, run_benchmark
-from producer.store import KafkaResultStore, NoopResultStore
+from resultlog.consumers import fold, read_run_records
+from resultlog.producer._retry import WritePolicy
+from resultlog.producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith
+from resultlog.producer.errors import PersistenceError, SolverError
+from resultlog.producer.model_client import Completion, ModelClient
+from resultlog.producer.model_server import Behavior, ModelServer
+from resultlog.producer.runner import RunResult, model_solver, run_benchmark
+from resultlog.producer.store import KafkaResultStore, NoopResultStore
+from resultlog.schemas import Codec, RunKey, SampleResult, ScoreValue, partition_for
 from resultlog.settings import Settings
-from schemas import Codec, RunKey, SampleResult, ScoreValue, partition_for
 
 MODEL = "offline/arith-1"
 FAST_WRITES = WritePolicy(initial_delay_s=0.01, rng=random.Random(7))

@@ -17,12 +17,12 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from consumers.aggregator import Aggregator
 from resultlog.broker import LocalKafka
+from resultlog.consumers.aggregator import Aggregator
 from resultlog.errors import BrokerError
+from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_specs
-from schemas import RunKey
 
 USER = "worker"
 PASSWORD = f's3cr3t,]"{uuid.uuid4().hex}'

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from consumers import read_run_records
+from resultlog.consumers import read_run_records
+from resultlog.schemas import Codec, RunKey
 from resultlog.settings import Settings
-from schemas import Codec, RunKey
 
 MODEL = "offline/gpt-4o"
 EPOCHS = 2

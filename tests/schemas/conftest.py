@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from schemas import (
+from resultlog.schemas import (
     Codec,
     Message,
     RecordError,

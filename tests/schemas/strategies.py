@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from schemas import (
+from resultlog.schemas import (
     AsOf,
     Message,
     RecordError,

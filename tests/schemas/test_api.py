@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import schemas
-from schemas import errors
+from resultlog import schemas
+from resultlog.schemas import errors
 
 
 def test_public_names_resolve() -> None:
@@ -26,9 +26,9 @@ def test_error_hierarchy() -> None:
 
 def test_schemas_imports_no_other_project_package() -> None:
     code = (
-        "import sys, schemas; "
-        "print(sorted({m.split('.')[0] for m in sys.modules}"
-        " & {'producer', 'consumers', 'resultlog'}))"
+        "import sys, resultlog.schemas; "
+        "print(sorted(m for m in sys.modules if m.startswith('resultlog.')"
+        " and not m.startswith('resultlog.schemas')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

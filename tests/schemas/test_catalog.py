@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas import SchemaCatalog, SchemaError, shipped_catalog
-from schemas._catalog import RUN_SUMMARY, SAMPLE_RESULT, build_version, load_file
+from resultlog.schemas import SchemaCatalog, SchemaError, shipped_catalog
+from resultlog.schemas._catalog import RUN_SUMMARY, SAMPLE_RESULT, build_version, load_file
 
 
 def test_shipped_catalog_is_parsed_once() -> None:

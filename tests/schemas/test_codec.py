@@ -10,7 +10,7 @@ from fastavro import schemaless_writer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import (
+from resultlog.schemas import (
     Codec,
     DecodeError,
     RunSummary,
@@ -21,7 +21,7 @@ from schemas import (
     WireFormat,
     shipped_catalog,
 )
-from schemas._catalog import RUN_SUMMARY, SAMPLE_RESULT
+from resultlog.schemas._catalog import RUN_SUMMARY, SAMPLE_RESULT
 from tests.schemas.conftest import RecordFactory
 from tests.schemas.strategies import run_summaries, sample_results
 

@@ -15,9 +15,9 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.utils import generate_many
 from pydantic import BaseModel
 
-import schemas
-from schemas import Codec, SampleResult, SchemaCatalog, SchemaVersion, shipped_catalog
-from schemas._catalog import MODEL_VERSIONS, RUN_SUMMARY, SAMPLE_RESULT, load_file
+from resultlog import schemas
+from resultlog.schemas import Codec, SampleResult, SchemaCatalog, SchemaVersion, shipped_catalog
+from resultlog.schemas._catalog import MODEL_VERSIONS, RUN_SUMMARY, SAMPLE_RESULT, load_file
 from tests.schemas.conftest import RecordFactory
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas import (
+from resultlog.schemas import (
     InvalidRunKeyError,
     KeyDecodeError,
     RunKey,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from schemas import (
+from resultlog.schemas import (
     FORMAT_VERSION,
     Message,
     RecordError,

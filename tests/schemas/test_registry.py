@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
 from fastavro import schemaless_writer
 
-from schemas import (
+from resultlog.schemas import (
     Codec,
     RegistryError,
     RunSummary,
@@ -22,7 +22,7 @@ from schemas import (
     WireFormat,
     shipped_catalog,
 )
-from schemas._catalog import SAMPLE_RESULT, build_version
+from resultlog.schemas._catalog import SAMPLE_RESULT, build_version
 from tests.schemas.apicurio import ApicurioRegistry
 from tests.schemas.conftest import RecordFactory
 from tests.schemas.test_evolution import fixture_v2

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from schemas import AsOf, Codec, RunKey, RunSummary, SummaryUsage
+from resultlog.schemas import AsOf, Codec, RunKey, RunSummary, SummaryUsage
 
 
 def _summary(**overrides: Any) -> RunSummary:
