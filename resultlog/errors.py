@@ -1,10 +1,10 @@
-"""Errors of the command-line layer: settings, topics and the local broker."""
+"""Errors of the command-line layer (settings, topics, the local broker) and the Kafka boundary."""
 
 from __future__ import annotations
 
 from resultlog.schemas.errors import ResultLogError
 
-__all__ = ["BrokerError", "CliError", "TopicError"]
+__all__ = ["BrokerError", "CliError", "KafkaClientError", "TopicError"]
 
 
 class CliError(ResultLogError):
@@ -17,3 +17,7 @@ class BrokerError(CliError):
 
 class TopicError(CliError):
     """A topic could not be created or contradicts the settings."""
+
+
+class KafkaClientError(ResultLogError):
+    """Kafka refused or could not serve a client (unreachable, missing topic, refused login)."""

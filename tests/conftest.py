@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from resultlog._jars import KAFKA_VERSION
 from resultlog.broker import LocalKafka, free_port
+from resultlog.kafka import KafkaConnection
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.model_server import ModelServer
 from resultlog.producer.store import KafkaResultStore
@@ -103,6 +104,13 @@ def settings(kafka_bootstrap: str, unique_name: str, admin: AdminClient) -> Sett
     )
     ensure_topics(admin, topic_specs(made))
     return made
+
+
+@pytest.fixture
+def kafka(settings: Settings) -> Iterator[KafkaConnection]:
+    """A connection to the session broker with this test's topics."""
+    with KafkaConnection(settings) as connection:
+        yield connection
 
 
 @pytest.fixture
