@@ -1,4 +1,4 @@
-"""What the benchmarks share: a broker, a realistic record, a blocking produce, a raw reader."""
+"""What the benchmarks share: a broker, a realistic record, a patient produce, a raw reader."""
 
 from __future__ import annotations
 
@@ -20,12 +20,16 @@ from confluent_kafka import (
 )
 
 from resultlog.broker import LocalKafka
+from resultlog.kafka import KafkaConnection
+from resultlog.kafka import produce as produce_with_backpressure
 from resultlog.schemas import Message as ChatMessage
 from resultlog.schemas import RecordStatus, RunKey, SampleResult, Score, ScoreValue, Usage
+from resultlog.settings import Settings
 
-__all__ = ["bootstrap_servers", "produce", "read_to_end", "record"]
+__all__ = ["bootstrap_servers", "connection", "produce", "read_to_end", "record"]
 
 _MODEL = "openai/gpt-4o"
+_FILL_WAIT_S = 300.0
 
 
 @contextlib.contextmanager
@@ -42,15 +46,17 @@ def bootstrap_servers() -> Iterator[str]:
         kafka.down()
 
 
+def connection(bootstrap: str, results_topic: str, partitions: int) -> KafkaConnection:
+    """A connection to `bootstrap` whose results topic is the benchmark's own."""
+    settings = Settings(
+        bootstrap_servers=bootstrap, results_topic=results_topic, partitions=partitions
+    )
+    return KafkaConnection(settings)
+
+
 def produce(producer: Producer, topic: str, key: bytes, value: bytes, partition: int) -> None:
-    """Produce one message, waiting for room in the local queue instead of failing."""
-    while True:
-        try:
-            producer.produce(topic, key=key, value=value, partition=partition)
-            break
-        except BufferError:
-            producer.poll(0.1)
-    producer.poll(0)
+    """Produce one message, waiting as long as a bulk fill needs for room in the local queue."""
+    produce_with_backpressure(producer, topic, key, value, partition=partition, wait_s=_FILL_WAIT_S)
 
 
 def read_to_end(

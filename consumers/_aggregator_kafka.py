@@ -1,4 +1,4 @@
-"""The aggregator's Kafka boundary: consumer settings and metadata queries that wait out blips."""
+"""The aggregator's group-member settings, and watermark queries that wait out blips."""
 
 from __future__ import annotations
 
@@ -6,24 +6,18 @@ import logging
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from resultlog.consumers.errors import ConsumerError
-
-__all__ = ["consumer_overrides", "partition_count", "watermarks"]
+__all__ = ["consumer_overrides", "watermarks"]
 
 log = logging.getLogger(__name__)
-_METADATA_TIMEOUT_S = 15.0
 _WATERMARK_TIMEOUT_S = 10.0
 _WATERMARK_ATTEMPTS = 5
 
 
-def consumer_overrides(
-    group_id: str, session_timeout_ms: int, instance_id: str | None
-) -> dict[str, Any]:
+def consumer_overrides(session_timeout_ms: int, instance_id: str | None) -> dict[str, Any]:
     """Group member settings: nothing committed, cooperative assignment, end-of-partition events."""
     overrides: dict[str, Any] = {
-        "group.id": group_id,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
@@ -38,27 +32,6 @@ def consumer_overrides(
         # Static membership: a restarted instance takes its partitions back at once.
         overrides["group.instance.id"] = instance_id
     return overrides
-
-
-def partition_count(consumer: Consumer, topic: str, servers: object) -> int:
-    """The topic's partition count, waiting out transient errors (a leader being elected)."""
-    deadline = time.monotonic() + _METADATA_TIMEOUT_S
-    while True:
-        try:
-            metadata = consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
-        except KafkaException as exc:
-            raise ConsumerError(f"cannot reach Kafka at {servers}: {exc.args[0]}") from exc
-        found = metadata.topics.get(topic)
-        error = None if found is None else found.error
-        if found is None or (
-            error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-        ):
-            raise ConsumerError(f"topic {topic} does not exist; run `resultlog topics create`")
-        if error is None and found.partitions:
-            return len(found.partitions)
-        if time.monotonic() > deadline:
-            raise ConsumerError(f"topic {topic} is not available: {error}")
-        time.sleep(0.2)
 
 
 def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int | None]:

@@ -3,54 +3,16 @@
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
-from resultlog.consumers._clients import client_config as with_logger
 from resultlog.consumers.errors import ConsumerError
 
-__all__ = ["partition_count", "reader", "scan"]
+__all__ = ["scan"]
 
 _BATCH = 10_000
 _POLL_S = 0.1
-
-
-def reader(client_config: Mapping[str, Any]) -> Consumer:
-    """A consumer for assign()-based reading: no group membership, nothing committed."""
-    return Consumer(
-        with_logger(
-            client_config,
-            **{
-                # assign() needs no group, but librdkafka insists on a group.id.
-                "group.id": f"resultlog-reader-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                # The end of a partition is only seen from an empty fetch, which the broker
-                # holds back for fetch.wait.max.ms (500 ms by default): do not idle that long.
-                "fetch.wait.max.ms": 50,
-                "fetch.max.bytes": 64 * 1024 * 1024,
-                "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            },
-        )
-    )
-
-
-def partition_count(client: Consumer | Producer, topic: str, timeout_s: float) -> int:
-    """How many partitions the topic has; a clear error when it does not exist."""
-    metadata = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    if metadata is None or metadata.error is not None or not metadata.partitions:
-        raise ConsumerError(f"topic {topic} does not exist; run `resultlog topics create`")
-    return len(metadata.partitions)
 
 
 def scan(

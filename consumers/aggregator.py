@@ -36,8 +36,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -49,17 +49,17 @@ from confluent_kafka import (
 )
 
 from resultlog.consumers._aggregator_health import Health
-from resultlog.consumers._aggregator_kafka import consumer_overrides, partition_count, watermarks
+from resultlog.consumers._aggregator_kafka import consumer_overrides, watermarks
 from resultlog.consumers._aggregator_metrics import AggregatorMetrics
-from resultlog.consumers._aggregator_publish import SummaryPublisher
 from resultlog.consumers._aggregator_state import AggregatorState, Job, Lookup, utc_now
-from resultlog.consumers._clients import client_config as with_logger
 from resultlog.consumers._ingest import Ingested, ingest
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
-from resultlog.schemas import Codec, RunKey, RunSummary
+from resultlog.consumers.summaries import SummaryPublisher
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, RunSummary
 
-__all__ = ["Aggregator", "AggregatorSettings", "Health", "Lookup"]
+__all__ = ["Aggregator", "Health", "Lookup"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -70,43 +70,26 @@ _TICK_BUDGET_S = 0.01  # folding for publication per loop iteration, before cons
 _ERROR_LOG_EVERY_S = 30.0
 
 
-class AggregatorSettings(Protocol):
-    """The settings the aggregator reads (resultlog.settings.Settings has them all)."""
-
-    results_topic: str
-    summaries_topic: str
-    dlq_topic: str
-    aggregator_group: str
-
-    def client_config(self) -> Mapping[str, Any]:
-        """The librdkafka configuration shared by every client."""
-        ...
-
-
 class Aggregator:
     """A consumer-group member folding the results topic into published, served summaries."""
 
     def __init__(
         self,
-        client_config: Mapping[str, Any],
+        kafka: KafkaConnection,
         *,
-        results_topic: str,
-        summaries_topic: str,
-        dlq_topic: str,
-        group_id: str,
-        codec: Codec | None = None,
+        group_id: str | None = None,
         publish_interval_s: float = 0.2,
         instance_id: str | None = None,
         session_timeout_ms: int = 10_000,
     ) -> None:
-        self.results_topic = results_topic
-        self.summaries_topic = summaries_topic
-        self.group_id = group_id
+        """An aggregator on the connection's topics, in `group_id` (default: the settings')."""
+        self.results_topic = kafka.results_topic
+        self.summaries_topic = kafka.summaries_topic
+        self.group_id = group_id or kafka.settings.aggregator_group
         self.publish_interval_s = publish_interval_s
-        self._config = dict(client_config)
-        self._consumer_overrides = consumer_overrides(group_id, session_timeout_ms, instance_id)
-        self._dlq_topic = dlq_topic
-        self._codec = codec or Codec()
+        self._kafka = kafka
+        self._consumer_overrides = consumer_overrides(session_timeout_ms, instance_id)
+        self._codec = kafka.codec
         # One lock guards the state: the consumer thread mutates it, HTTP threads read it.
         self._lock = threading.Lock()
         self._computed = threading.Condition(self._lock)
@@ -118,45 +101,23 @@ class Aggregator:
         self._scanned: dict[int, int] = {}  # per partition: next offset never read before
         self._error_logged: dict[int, float] = {}
 
-    @classmethod
-    def from_settings(
-        cls,
-        settings: AggregatorSettings,
-        *,
-        codec: Codec | None = None,
-        group_id: str | None = None,
-        **options: Any,
-    ) -> Aggregator:
-        """An aggregator on the topics and group the settings name."""
-        return cls(
-            settings.client_config(),
-            results_topic=settings.results_topic,
-            summaries_topic=settings.summaries_topic,
-            dlq_topic=settings.dlq_topic,
-            group_id=group_id or settings.aggregator_group,
-            codec=codec,
-            **options,
-        )
-
     # -- life cycle -------------------------------------------------------------------------
 
     def start(self) -> None:
         """Connect, check the topics, join the group and start the consumer thread."""
         if self._thread is not None:
             raise RuntimeError("the aggregator was already started")
-        self._dlq = DeadLetterWriter(
-            self._config, self._dlq_topic, on_failure=self._dead_letter_failed
-        )
-        self._consumer = Consumer(with_logger(self._config, **self._consumer_overrides))
+        kafka = self._kafka
+        self._consumer = kafka.group_consumer(self.group_id, self._consumer_overrides)
         try:
-            servers = self._config.get("bootstrap.servers")
-            results = partition_count(self._consumer, self.results_topic, servers)
-            summary_partitions = partition_count(self._consumer, self.summaries_topic, servers)
-            partition_count(self._consumer, self._dlq_topic, servers)
-            self._state = AggregatorState(num_partitions=results)
+            results = kafka.partition_count(self.results_topic, self._consumer)
+            kafka.partition_count(self.summaries_topic, self._consumer)
+            kafka.partition_count(kafka.dlq_topic, self._consumer)
+            self._dlq = DeadLetterWriter(kafka, on_failure=self._dead_letter_failed)
             self._publisher = SummaryPublisher(
-                self._config, self.summaries_topic, summary_partitions, self._codec, self.metrics
+                kafka, on_published=self.metrics.published.inc, on_failure=self._publish_failed
             )
+            self._state = AggregatorState(num_partitions=results)
             self._consumer.subscribe(
                 [self.results_topic],
                 on_assign=self._on_assign,
@@ -448,3 +409,7 @@ class Aggregator:
 
     def _dead_letter_failed(self, _reason: str) -> None:
         self.metrics.dead_letter_failures.inc()
+
+    def _publish_failed(self, run_key: RunKey, reason: str) -> None:
+        log.warning("publishing the summary of %s failed (will retry): %s", run_key, reason)
+        self.metrics.publish_failures.inc()

@@ -9,13 +9,13 @@ dead-letter topic cannot stall the reader that found the poison.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message
 
-from resultlog.consumers._clients import client_config as with_logger
 from resultlog.consumers.errors import ConsumerError
+from resultlog.kafka import Headers, KafkaClientError, KafkaConnection, produce
 from resultlog.schemas import (
     DecodeError,
     KeyDecodeError,
@@ -76,22 +76,11 @@ class DeadLetterWriter:
     """Copies unusable records to the dead-letter topic with reason and source headers."""
 
     def __init__(
-        self,
-        client_config: Mapping[str, Any],
-        topic: str,
-        *,
-        on_failure: Callable[[str], None] | None = None,
-        delivery_timeout_ms: int = 30_000,
+        self, kafka: KafkaConnection, *, on_failure: Callable[[str], None] | None = None
     ) -> None:
-        self.topic = topic
+        self.topic = kafka.dlq_topic
         self._on_failure = on_failure
-        overrides = {
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 20,
-            "message.timeout.ms": delivery_timeout_ms,
-        }
-        self._producer = Producer(with_logger(client_config, **overrides))
+        self._producer = kafka.durable_producer()
 
     def send(
         self,
@@ -105,7 +94,7 @@ class DeadLetterWriter:
         kind: str | None = None,
     ) -> None:
         """Queue one dead letter; delivery failures are logged and reported, never raised."""
-        headers = [
+        headers: Headers = [
             (HEADER_REASON, reason[:_MAX_REASON].encode("utf-8", "replace")),
             (HEADER_SOURCE_TOPIC, source_topic.encode("utf-8")),
             (HEADER_SOURCE_PARTITION, str(source_partition).encode("ascii")),
@@ -114,8 +103,10 @@ class DeadLetterWriter:
         if kind is not None:
             headers.append((HEADER_REASON_KIND, kind.encode("utf-8")))
         try:
-            self._produce(key, value, headers)
-        except (KafkaException, BufferError) as exc:
+            produce(
+                self._producer, self.topic, key, value, headers=headers, on_delivery=self._delivered
+            )
+        except KafkaClientError as exc:
             self._failed(
                 f"cannot queue dead letter for {source_topic}[{source_partition}]"
                 f"@{source_offset}: {exc}"
@@ -148,18 +139,6 @@ class DeadLetterWriter:
         if remaining:
             self._failed(f"{remaining} dead letter(s) to {self.topic} not acknowledged in time")
         return remaining
-
-    def _produce(self, key: bytes | None, value: bytes | None, headers: list[Any]) -> None:
-        try:
-            self._producer.produce(
-                self.topic, key=key, value=value, headers=headers, on_delivery=self._delivered
-            )
-        except BufferError:
-            self._producer.poll(0.5)  # the local queue is full: let deliveries drain once
-            self._producer.produce(
-                self.topic, key=key, value=value, headers=headers, on_delivery=self._delivered
-            )
-        self._producer.poll(0)
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:

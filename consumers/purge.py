@@ -20,62 +20,54 @@ can leave records behind: stop the run first.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, Message, Producer
 
-from resultlog.consumers._clients import client_config as with_logger
-from resultlog.consumers._scan import partition_count
 from resultlog.consumers.errors import ConsumerError
 
 # The resume reader's partition scan is exactly what purge needs: the same keys resume sees.
 from resultlog.consumers.resume import latest_run_values
+from resultlog.kafka import KafkaClientError, KafkaConnection, produce
 from resultlog.schemas import RunKey, encode_run_key, partition_for
 
 __all__ = ["PurgeError", "purge_run"]
 
 log = logging.getLogger(__name__)
-_PRODUCER = {"enable.idempotence": True, "acks": "all", "linger.ms": 5}
 
 
 class PurgeError(ConsumerError):
     """A purge could not read the run's keys or have its tombstones acknowledged."""
 
 
-def purge_run(
-    client_config: Mapping[str, Any],
-    results_topic: str,
-    summaries_topic: str,
-    run_key: RunKey,
-    *,
-    timeout_s: float = 30.0,
-) -> int:
+def purge_run(kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0) -> int:
     """Tombstone every live key of the run and its summary; return how many records it deleted."""
-    partition, live = _live_keys(client_config, results_topic, run_key, timeout_s)
+    partition, live = _live_keys(kafka, run_key, timeout_s)
     log.info("purging %d record(s) of %s", len(live), run_key)
-    producer = Producer(with_logger(client_config, **_PRODUCER))
+    producer = kafka.durable_producer()
     failures: list[str] = []
     try:
-        _tombstones(producer, results_topic, partition, live, failures)
-        summaries = partition_for(run_key, partition_count(producer, summaries_topic, timeout_s))
-        _tombstones(producer, summaries_topic, summaries, [encode_run_key(run_key)], failures)
+        _tombstones(producer, kafka.results_topic, partition, live, failures)
+        count = kafka.partition_count(kafka.summaries_topic, producer, timeout_s=timeout_s)
+        summary_key = [encode_run_key(run_key)]
+        summaries = partition_for(run_key, count)
+        _tombstones(producer, kafka.summaries_topic, summaries, summary_key, failures)
         if producer.flush(timeout_s) > 0:
             failures.append(f"not acknowledged within {timeout_s:.0f}s")
-    except KafkaException as exc:
-        raise PurgeError(f"cannot purge {run_key}: {exc.args[0]}") from exc
+    except KafkaClientError as exc:
+        raise PurgeError(f"cannot purge {run_key}: {exc}") from exc
     if failures:
         raise PurgeError(f"purging {run_key} failed: {failures[0]}")
     return len(live)
 
 
 def _live_keys(
-    client_config: Mapping[str, Any], topic: str, run_key: RunKey, timeout_s: float
+    kafka: KafkaConnection, run_key: RunKey, timeout_s: float
 ) -> tuple[int, dict[bytes, tuple[int, bytes]]]:
     """The run key's partition and its keys whose latest value is not a tombstone."""
     try:
-        partition, live = latest_run_values(client_config, topic, run_key, timeout_s=timeout_s)
-    except ConsumerError as exc:
+        partition, live = latest_run_values(kafka, run_key, timeout_s=timeout_s)
+    except (ConsumerError, KafkaClientError) as exc:
         raise PurgeError(str(exc)) from exc
     return partition, live
 
@@ -89,13 +81,5 @@ def _tombstones(
         if error is not None:
             failures.append(error.str())
 
-    def produce(key: bytes) -> None:
-        producer.produce(topic, key=key, value=None, partition=partition, on_delivery=on_delivery)
-
     for key in keys:
-        try:
-            produce(key)
-        except BufferError:
-            producer.poll(1.0)  # the local queue is full: let deliveries drain once
-            produce(key)
-        producer.poll(0)
+        produce(producer, topic, key, None, partition=partition, on_delivery=on_delivery)

@@ -8,18 +8,18 @@ is counted, never fatal.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from confluent_kafka import KafkaException, Message
 
 from resultlog.consumers._ingest import ingest
-from resultlog.consumers._scan import partition_count, reader, scan
+from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold, fold
 from resultlog.consumers.resume import read_run_records
+from resultlog.kafka import KafkaConnection
 from resultlog.schemas import AsOf, Codec, RunKey, RunSummary
 
 __all__ = ["ReplayResult", "replay_all", "replay_run"]
@@ -42,11 +42,9 @@ class ReplayResult:
         self.reasons[kind] = self.reasons.get(kind, 0) + 1
 
 
-def replay_run(
-    client_config: Mapping[str, Any], topic: str, run_key: RunKey, codec: Codec
-) -> ReplayResult:
+def replay_run(kafka: KafkaConnection, run_key: RunKey) -> ReplayResult:
     """Recompute one run key's summary from its partition."""
-    records, undecodable = read_run_records(client_config, topic, run_key, codec)
+    records, undecodable = read_run_records(kafka, run_key)
     as_of = AsOf(computed_at=datetime.now(UTC), source="replay")
     result = ReplayResult(records=len(records), undecodable=undecodable)
     result.summaries[run_key] = fold(records, run_key, as_of)
@@ -54,19 +52,18 @@ def replay_run(
 
 
 def replay_all(
-    client_config: Mapping[str, Any],
-    topic: str,
-    codec: Codec,
+    kafka: KafkaConnection,
     *,
     on_progress: Callable[[int, int], None] | None = None,
     timeout_s: float = 30.0,
 ) -> ReplayResult:
     """Recompute every run key's summary from every partition, up to the current end."""
-    consumer = reader(client_config)
+    topic, codec = kafka.results_topic, kafka.codec
+    consumer = kafka.reader()
     folds: dict[RunKey, RunFold] = {}
     result = ReplayResult()
     try:
-        count = partition_count(consumer, topic, timeout_s)
+        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
         ends, messages = scan(consumer, topic, range(count), timeout_s)
         total = sum(ends.values())
         for message in messages:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NamedTuple
 
 from confluent_kafka import Consumer, KafkaException
 
 from resultlog.consumers._decode import decode_value
-from resultlog.consumers._scan import partition_count, reader, scan
+from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
+from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
-    Codec,
     DecodeError,
     RunKey,
     SampleResult,
@@ -22,7 +21,13 @@ from resultlog.schemas import (
     run_key_prefix,
 )
 
-__all__ = ["ResumeState", "latest_run_values", "read_run_records", "resume_state"]
+__all__ = [
+    "ResumeState",
+    "RunRecords",
+    "latest_run_values",
+    "read_run_records",
+    "resume_state",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,21 +56,24 @@ class ResumeState:
         )
 
 
+class RunRecords(NamedTuple):
+    """A run key's latest records, and how many latest values could not be decoded."""
+
+    records: list[SampleResult]
+    undecodable: int
+
+
 def read_run_records(
-    client_config: Mapping[str, Any],
-    topic: str,
-    run_key: RunKey,
-    codec: Codec,
-    *,
-    timeout_s: float = 30.0,
-) -> tuple[list[SampleResult], int]:
+    kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0
+) -> RunRecords:
     """The latest record of every key of `run_key`, and how many latest values were undecodable.
 
     Reads the run key's one partition from the beginning up to the high watermark taken when
     it starts. Values of other run keys are never decoded: keys are filtered by byte prefix
     and only the latest value per key is decoded at the end.
     """
-    partition, latest = latest_run_values(client_config, topic, run_key, timeout_s=timeout_s)
+    partition, latest = latest_run_values(kafka, run_key, timeout_s=timeout_s)
+    topic, codec = kafka.results_topic, kafka.codec
     records: list[SampleResult] = []
     undecodable = 0
     for raw_key, (offset, value) in latest.items():
@@ -77,16 +85,18 @@ def read_run_records(
         except DecodeError as exc:
             undecodable += 1
             log.warning("resume ignores an undecodable record: %s", exc)
-    return records, undecodable
+    return RunRecords(records, undecodable)
 
 
 def latest_run_values(
-    client_config: Mapping[str, Any], topic: str, run_key: RunKey, *, timeout_s: float = 30.0
+    kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0
 ) -> tuple[int, dict[bytes, tuple[int, bytes]]]:
     """The run key's partition and, per live key of the run, its latest (offset, raw value)."""
-    consumer = reader(client_config)
+    topic = kafka.results_topic
+    consumer = kafka.reader()
     try:
-        partition = partition_for(run_key, partition_count(consumer, topic, timeout_s))
+        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
+        partition = partition_for(run_key, count)
         return partition, _latest_values(
             consumer, topic, partition, run_key_prefix(run_key), timeout_s
         )
@@ -97,18 +107,10 @@ def latest_run_values(
 
 
 def resume_state(
-    client_config: Mapping[str, Any],
-    topic: str,
-    run_key: RunKey,
-    codec: Codec,
-    epochs: int,
-    *,
-    timeout_s: float = 30.0,
+    kafka: KafkaConnection, run_key: RunKey, epochs: int, *, timeout_s: float = 30.0
 ) -> ResumeState:
     """Read the run key's records and sort them into a ResumeState."""
-    records, undecodable = read_run_records(
-        client_config, topic, run_key, codec, timeout_s=timeout_s
-    )
+    records, undecodable = read_run_records(kafka, run_key, timeout_s=timeout_s)
     return ResumeState.of(records, epochs, undecodable)
 
 

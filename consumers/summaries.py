@@ -1,53 +1,100 @@
-"""Publish run summaries to the compacted summaries topic, keyed by run key."""
+"""Publish run summaries to the compacted summaries topic, keyed and placed by run key."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import logging
+from collections.abc import Callable, Iterable
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, Message
 
-from resultlog.consumers._clients import client_config as with_logger
-from resultlog.consumers._scan import partition_count
 from resultlog.consumers.errors import ConsumerError
-from resultlog.schemas import Codec, RunSummary, partition_for
+from resultlog.kafka import KafkaClientError, KafkaConnection, produce
+from resultlog.schemas import RunKey, RunSummary, encode_run_key, partition_for
 
-__all__ = ["publish_summaries"]
+__all__ = ["SummaryPublisher"]
+
+log = logging.getLogger(__name__)
 
 
-def publish_summaries(
-    client_config: Mapping[str, Any],
-    topic: str,
-    summaries: Iterable[RunSummary],
-    codec: Codec,
-    *,
-    timeout_s: float = 30.0,
-) -> int:
-    """Write each summary (acks=all, idempotent) and wait until all are acknowledged."""
-    producer = Producer(with_logger(client_config, **{"enable.idempotence": True, "acks": "all"}))
-    failures: list[str] = []
+class SummaryPublisher:
+    """The one writer of the summaries topic: a durable producer; failed runs are handed back.
 
-    def on_delivery(error: KafkaError | None, _message: Message) -> None:
-        if error is not None:
-            failures.append(error.str())
+    The aggregator publishes continuously and retries what `take_failed` returns; `replay
+    --publish` writes a batch with `publish_all`, which waits for every acknowledgement.
+    """
 
-    try:
-        partitions = partition_count(producer, topic, timeout_s)
-        count = 0
-        for summary in summaries:
-            producer.produce(
-                topic,
-                key=summary.key,
-                value=codec.encode_run_summary(summary, topic),
-                partition=partition_for(summary.run_key, partitions),
-                on_delivery=on_delivery,
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        *,
+        on_published: Callable[[], None] | None = None,
+        on_failure: Callable[[RunKey, str], None] | None = None,
+    ) -> None:
+        self.topic = kafka.summaries_topic
+        self._codec = kafka.codec
+        self._on_published = on_published
+        self._on_failure = on_failure
+        self._producer = kafka.durable_producer()
+        self._partitions = kafka.partition_count(self.topic, self._producer)
+        self._failed: list[tuple[RunKey, str]] = []  # touched by the publishing thread only
+
+    def publish(self, pending: Iterable[tuple[RunKey, RunSummary | None]]) -> None:
+        """Queue each summary (None: a tombstone for an emptied run)."""
+        for run_key, summary in pending:
+            value = None
+            if summary is not None:
+                value = self._codec.encode_run_summary(summary, self.topic)
+            self._produce(run_key, value)
+
+    def publish_all(self, summaries: Iterable[RunSummary], timeout_s: float = 30.0) -> int:
+        """Publish the summaries and wait until all are acknowledged; return how many."""
+        pending = [(summary.run_key, summary) for summary in summaries]
+        self.publish(pending)
+        remaining = self.flush(timeout_s)
+        failed = self._failed
+        self._failed = []
+        if failed:
+            raise ConsumerError(f"publishing summaries to {self.topic} failed: {failed[0][1]}")
+        if remaining:
+            raise ConsumerError(
+                f"publishing summaries to {self.topic} failed: "
+                f"not acknowledged within {timeout_s:.0f}s"
             )
-            producer.poll(0)
-            count += 1
-        if producer.flush(timeout_s) > 0:
-            failures.append(f"not acknowledged within {timeout_s:.0f}s")
-    except KafkaException as exc:
-        raise ConsumerError(f"cannot publish summaries to {topic}: {exc.args[0]}") from exc
-    if failures:
-        raise ConsumerError(f"publishing summaries to {topic} failed: {failures[0]}")
-    return count
+        return len(pending)
+
+    def poll(self) -> None:
+        """Serve delivery reports without waiting."""
+        self._producer.poll(0)
+
+    def take_failed(self) -> list[RunKey]:
+        """Run keys whose publication failed since the last call."""
+        failed, self._failed = self._failed, []
+        return [run_key for run_key, _ in failed]
+
+    def flush(self, timeout_s: float) -> int:
+        """Wait for queued summaries; log and return how many are left undelivered."""
+        remaining: int = self._producer.flush(timeout_s)
+        if remaining:
+            log.error("%d summary publication(s) to %s not acknowledged", remaining, self.topic)
+        return remaining
+
+    def _produce(self, run_key: RunKey, value: bytes | None) -> None:
+        def delivered(error: KafkaError | None, _message: Message) -> None:
+            if error is not None:
+                self._fail(run_key, error.str())
+            elif self._on_published is not None:
+                self._on_published()
+
+        partition = partition_for(run_key, self._partitions)
+        key = encode_run_key(run_key)
+        try:
+            produce(
+                self._producer, self.topic, key, value, partition=partition, on_delivery=delivered
+            )
+        except KafkaClientError as exc:
+            self._fail(run_key, str(exc))
+
+    def _fail(self, run_key: RunKey, reason: str) -> None:
+        self._failed.append((run_key, reason))
+        if self._on_failure is not None:
+            self._on_failure(run_key, reason)

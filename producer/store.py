@@ -7,11 +7,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, Message
 
-from resultlog.consumers import ConsumerError, partition_count, read_run_records, with_logger
+from resultlog.consumers import read_run_records
+from resultlog.kafka import KafkaClientError, KafkaConnection, produce
 from resultlog.producer.errors import PersistenceError
-from resultlog.schemas import Codec, RunKey, SampleResult, encode_key, partition_for
+from resultlog.schemas import RunKey, SampleResult, encode_key, partition_for
 
 __all__ = ["KafkaResultStore", "NoopResultStore", "ResultStore"]
 
@@ -52,29 +53,18 @@ class KafkaResultStore:
     """Writes records to the compacted results topic, one partition per run key."""
 
     def __init__(
-        self,
-        client_config: Mapping[str, Any],
-        topic: str,
-        *,
-        codec: Codec | None = None,
-        delivery_timeout_ms: int = 30_000,
+        self, kafka: KafkaConnection, *, producer_overrides: Mapping[str, Any] | None = None
     ) -> None:
-        self.topic = topic
-        self._client_config = dict(client_config)
-        self._codec = codec or Codec()
-        self._producer = Producer(
-            with_logger(
-                client_config,
-                **{
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "compression.type": "zstd",
-                    "linger.ms": 5,
-                    "message.timeout.ms": delivery_timeout_ms,
-                },
+        self.topic = kafka.results_topic
+        self._kafka = kafka
+        self._codec = kafka.codec
+        self._producer = kafka.durable_producer(producer_overrides)
+        try:
+            self._partitions = kafka.partition_count(
+                self.topic, self._producer, timeout_s=_CONNECT_TIMEOUT_S
             )
-        )
-        self._partitions = self._partition_count()
+        except KafkaClientError as exc:
+            raise PersistenceError(str(exc)) from exc
         self._closing = threading.Event()
         # Delivery reports are only served from poll()/flush(): a thread keeps polling.
         self._poller = threading.Thread(target=self._poll_loop, name="resultlog-poll", daemon=True)
@@ -90,24 +80,20 @@ class KafkaResultStore:
 
         value = self._codec.encode_sample_result(record, self.topic)
         run_key = record.run_key
+        key = encode_key(run_key, record.sample_index, record.epoch)
+        partition = partition_for(run_key, self._partitions)
         try:
-            self._producer.produce(
-                self.topic,
-                key=encode_key(run_key, record.sample_index, record.epoch),
-                value=value,
-                partition=partition_for(run_key, self._partitions),
-                on_delivery=on_delivery,
+            produce(
+                self._producer, self.topic, key, value, partition=partition, on_delivery=on_delivery
             )
-        except (KafkaException, BufferError) as exc:
-            raise _persistence_error(record, _reason(exc), len(value)) from exc
+        except KafkaClientError as exc:
+            raise _persistence_error(record, str(exc), len(value)) from exc
         await delivered
 
     async def load(self, run_key: RunKey) -> list[SampleResult]:
         """Read the run key's latest records (in a thread: the read blocks)."""
-        records, _ = await asyncio.to_thread(
-            read_run_records, self._client_config, self.topic, run_key, self._codec
-        )
-        return records
+        loaded = await asyncio.to_thread(read_run_records, self._kafka, run_key)
+        return loaded.records
 
     async def close(self) -> None:
         """Flush what is in flight and stop the poll thread."""
@@ -118,15 +104,6 @@ class KafkaResultStore:
     def _poll_loop(self) -> None:
         while not self._closing.is_set():
             self._producer.poll(0.05)
-
-    def _partition_count(self) -> int:
-        try:
-            return partition_count(self._producer, self.topic, _CONNECT_TIMEOUT_S)
-        except KafkaException as exc:
-            servers = self._client_config.get("bootstrap.servers")
-            raise PersistenceError(f"cannot reach Kafka at {servers}: {_reason(exc)}") from exc
-        except ConsumerError as exc:
-            raise PersistenceError(str(exc)) from exc
 
 
 def _settle(
@@ -152,9 +129,3 @@ def _persistence_error(
             retriable=False,
         )
     return PersistenceError(f"writing {where} failed: {reason}")
-
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, KafkaException) and isinstance(exc.args[0], KafkaError):
-        return str(exc.args[0].str())
-    return str(exc)

@@ -8,7 +8,7 @@ import gc
 import signal
 from typing import Any
 
-from resultlog._connect import codec_for, kafka_settings
+from resultlog._connect import connect
 from resultlog._validate import run_key_part
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.api import HttpServer, create_app
@@ -58,12 +58,9 @@ def parse_http_address(text: str) -> tuple[str, int]:
 
 def aggregator_command(args: argparse.Namespace) -> int:
     """Run the aggregator until SIGTERM or SIGINT, then stop cleanly."""
-    settings = kafka_settings()
     host, port = args.http
-    with codec_for(settings) as codec:
-        aggregator = Aggregator.from_settings(
-            settings, codec=codec, group_id=args.group, instance_id=args.instance_id
-        )
+    with connect() as kafka:
+        aggregator = Aggregator(kafka, group_id=args.group, instance_id=args.instance_id)
         try:
             server = HttpServer(create_app(aggregator), host, port)
         except OSError as exc:

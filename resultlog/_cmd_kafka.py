@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from confluent_kafka.admin import AdminClient
-
-from resultlog._connect import kafka_settings
+from resultlog._connect import connect
 from resultlog.broker import LocalKafka, sasl_users_from_env
-from resultlog.consumers import with_logger
-from resultlog.topics import ensure_topics, topic_specs
+from resultlog.topics import ensure_topics
 
 __all__ = ["down", "topics_create", "up"]
 
@@ -31,8 +28,8 @@ def down(args: argparse.Namespace) -> int:
 
 def topics_create(args: argparse.Namespace) -> int:
     """Create the three topics, or check that the existing ones match the settings."""
-    settings = kafka_settings()
-    admin = AdminClient(with_logger(settings.client_config()))
-    for outcome in ensure_topics(admin, topic_specs(settings)):
+    with connect() as kafka:
+        outcomes = ensure_topics(kafka)
+    for outcome in outcomes:
         print(f"{outcome.name}: {'created' if outcome.created else 'exists, matches settings'}")
     return 0

@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from resultlog._connect import kafka_settings
+from resultlog._connect import connect
 from resultlog._validate import run_key_part
-from resultlog.consumers.purge import purge_run
+from resultlog.consumers import purge_run
 from resultlog.schemas import RunKey
 
 __all__ = ["register"]
@@ -28,18 +28,16 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def purge_command(args: argparse.Namespace) -> int:
     """Write the tombstones, wait for their acknowledgement and say how many records went."""
-    settings = kafka_settings()
     run_key = RunKey(args.run_id, args.benchmark, args.model)
-    deleted = purge_run(
-        settings.client_config(), settings.results_topic, settings.summaries_topic, run_key
-    )
+    with connect() as kafka:
+        deleted = purge_run(kafka, run_key)
     name = f"{run_key.run_id} / {run_key.benchmark_id} / {run_key.model}"
     if args.json:
         print(json.dumps({**_fields(run_key), "deleted": deleted}))
     elif deleted:
         print(f"purged {name}: {deleted} record(s) deleted, summary deleted")
     else:
-        print(f"no records of {name} in {settings.results_topic}; nothing to purge")
+        print(f"no records of {name} in {kafka.results_topic}; nothing to purge")
     return 0
 
 

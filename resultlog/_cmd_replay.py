@@ -9,11 +9,12 @@ from typing import Any
 
 from rich.progress import Progress
 
-from resultlog._connect import codec_for, kafka_settings
+from resultlog._connect import connect
 from resultlog._validate import run_key_part
-from resultlog.consumers import ReplayResult, publish_summaries, replay_all, replay_run
+from resultlog.consumers import ReplayResult, SummaryPublisher, replay_all, replay_run
 from resultlog.errors import CliError
-from resultlog.schemas import Codec, RunKey
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey
 
 __all__ = ["register"]
 
@@ -32,14 +33,21 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def replay_command(args: argparse.Namespace) -> int:
     """Recompute one run's summary (or every run's with --all) and print it."""
-    settings = kafka_settings()
-    codec = codec_for(settings)
-    config = settings.client_config()
-    if args.all:
-        result = _replay_everything(config, settings.results_topic, codec, show=not args.json)
-    else:
-        run_key = _run_key(args)
-        result = replay_run(config, settings.results_topic, run_key, codec)
+    with connect() as kafka:
+        if args.all:
+            result = _replay_everything(kafka, show=not args.json)
+        else:
+            result = replay_run(kafka, _run_key(args))
+        _warn_undecodable(result)
+        summaries = list(result.summaries.values())
+        if args.publish:
+            count = SummaryPublisher(kafka).publish_all(summaries)
+            print(f"published {count} summaries to {kafka.summaries_topic}", file=sys.stderr)
+    _print(summaries, as_list=args.all, as_json=args.json)
+    return 0
+
+
+def _warn_undecodable(result: ReplayResult) -> None:
     if result.undecodable:
         reasons = ", ".join(f"{kind}: {n}" for kind, n in sorted(result.reasons.items()))
         print(
@@ -47,12 +55,6 @@ def replay_command(args: argparse.Namespace) -> int:
             + (f" ({reasons})" if reasons else ""),
             file=sys.stderr,
         )
-    summaries = list(result.summaries.values())
-    if args.publish:
-        count = publish_summaries(config, settings.summaries_topic, summaries, codec)
-        print(f"published {count} summaries to {settings.summaries_topic}", file=sys.stderr)
-    _print(summaries, as_list=args.all, as_json=args.json)
-    return 0
 
 
 def _run_key(args: argparse.Namespace) -> RunKey:
@@ -63,16 +65,14 @@ def _run_key(args: argparse.Namespace) -> RunKey:
     return RunKey(args.run_id, args.benchmark, args.model)
 
 
-def _replay_everything(
-    config: dict[str, Any], topic: str, codec: Codec, *, show: bool
-) -> ReplayResult:
+def _replay_everything(kafka: KafkaConnection, *, show: bool) -> ReplayResult:
     with Progress(disable=not show, transient=True) as progress:
         task = progress.add_task("replaying", total=None)
 
         def update(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        return replay_all(config, topic, codec, on_progress=update)
+        return replay_all(kafka, on_progress=update)
 
 
 def _print(summaries: list[Any], *, as_list: bool, as_json: bool) -> None:

@@ -9,12 +9,14 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from resultlog._connect import codec_for, kafka_settings
+from resultlog._connect import connect
 from resultlog._console import ProgressBar, print_summary
 from resultlog._validate import parse_range, positive_int, run_key_part
 from resultlog.consumers import ResumeState, read_run_records
 from resultlog.errors import CliError
+from resultlog.kafka import KafkaConnection
 from resultlog.producer import (
+    Benchmark,
     KafkaResultStore,
     ModelClient,
     ModelServer,
@@ -26,7 +28,6 @@ from resultlog.producer import (
     run_benchmark,
 )
 from resultlog.schemas import RunKey
-from resultlog.settings import Settings
 
 __all__ = ["register"]
 
@@ -65,15 +66,8 @@ def _run_key_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run (or resume) a benchmark and print its summary."""
-    settings = kafka_settings()
-    benchmark = resolve_benchmark(args.benchmark)
-    try:  # a JSONL benchmark is named after its file: the name must make a run key part
-        run_key_part("benchmark name")(benchmark.name)
-    except argparse.ArgumentTypeError as exc:
-        raise CliError(f"{args.benchmark}: {exc}") from None
-    if args.limit is not None:
-        benchmark = limit_samples(benchmark, args.limit)
-    result = asyncio.run(_run(args, settings, benchmark))
+    with connect() as kafka:
+        result = asyncio.run(_run(args, kafka, _benchmark(args)))
     if args.json:
         print(result.summary.model_dump_json(exclude_none=False))
     else:
@@ -81,14 +75,21 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run(args: argparse.Namespace, settings: Settings, benchmark: object) -> RunResult:
-    codec = codec_for(settings)
-    store = KafkaResultStore(
-        settings.client_config(),
-        settings.results_topic,
-        codec=codec,
-        delivery_timeout_ms=settings.delivery_timeout_ms,
-    )
+def _benchmark(args: argparse.Namespace) -> Benchmark:
+    """The benchmark named on the command line, limited as asked."""
+    benchmark = resolve_benchmark(args.benchmark)
+    try:  # a JSONL benchmark is named after its file: the name must make a run key part
+        run_key_part("benchmark name")(benchmark.name)
+    except argparse.ArgumentTypeError as exc:
+        raise CliError(f"{args.benchmark}: {exc}") from None
+    if args.limit is not None:
+        benchmark = limit_samples(benchmark, args.limit)
+    return benchmark
+
+
+async def _run(args: argparse.Namespace, kafka: KafkaConnection, benchmark: Benchmark) -> RunResult:
+    settings = kafka.settings
+    store = KafkaResultStore(kafka)
     try:
         with _endpoint(args.base_url) as base_url, ProgressBar(enabled=not args.json) as bar:
             async with ModelClient(
@@ -99,7 +100,7 @@ async def _run(args: argparse.Namespace, settings: Settings, benchmark: object) 
                 backoff_initial=settings.model_retry_backoff_s,
             ) as client:
                 return await run_benchmark(
-                    benchmark,  # type: ignore[arg-type]
+                    benchmark,
                     args.model,
                     run_id=args.run_id,
                     solver=model_solver(client, args.model),
@@ -128,12 +129,9 @@ def _endpoint(base_url: str | None) -> Iterator[str]:
 
 def status_command(args: argparse.Namespace) -> int:
     """Print the resume view of a run key: what a re-run would skip and retry."""
-    settings = kafka_settings()
     run_key = RunKey(args.run_id, args.benchmark, args.model)
-    codec = codec_for(settings)
-    records, undecodable = read_run_records(
-        settings.client_config(), settings.results_topic, run_key, codec
-    )
+    with connect() as kafka:
+        records, undecodable = read_run_records(kafka, run_key)
     epochs = args.epochs or max((r.epochs for r in records), default=1)
     state = ResumeState.of(records, epochs, undecodable)
     expected = max((r.dataset_size * r.epochs for r in records if r.dataset_size), default=None)

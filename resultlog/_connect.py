@@ -1,21 +1,22 @@
-"""What every Kafka-facing command starts with: checked settings and the codec they name."""
+"""What every Kafka-facing command starts with: a connection from checked settings."""
 
 from __future__ import annotations
 
-from resultlog.consumers import check_login
-from resultlog.schemas import Codec
+from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 
-__all__ = ["codec_for", "kafka_settings"]
+__all__ = ["connect"]
 
 
-def kafka_settings() -> Settings:
-    """The settings, after making sure a SASL login (if configured) is accepted."""
-    settings = Settings()
-    check_login(settings.client_config())
-    return settings
+def connect() -> KafkaConnection:
+    """The connection the environment's settings name, once a SASL login (if any) is accepted.
 
-
-def codec_for(settings: Settings) -> Codec:
-    """The codec of these settings: registry framing when a registry URL is configured."""
-    return Codec(settings.schema_registry_url, settings.registry_config())
+    Use it as a context manager: leaving closes the codec's schema-registry client.
+    """
+    kafka = KafkaConnection(Settings())
+    try:
+        kafka.check_login()
+    except BaseException:
+        kafka.close()
+        raise
+    return kafka

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from pydantic import ValidationError
 
 from resultlog import _cmd_aggregator, _cmd_kafka, _cmd_purge, _cmd_replay, _cmd_run
-from resultlog.consumers import LIBRDKAFKA_LOGGER
+from resultlog.kafka import LIBRDKAFKA_LOGGER
 from resultlog.schemas.errors import ResultLogError
 
 __all__ = ["build_parser", "main"]

@@ -15,7 +15,8 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from resultlog.errors import TopicError
+from resultlog.errors import KafkaClientError, TopicError
+from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 
 __all__ = ["TopicOutcome", "TopicSpec", "ensure_topics", "topic_specs"]
@@ -55,38 +56,37 @@ def topic_specs(
     ]
 
 
-def ensure_topics(admin: AdminClient, specs: list[TopicSpec]) -> list[TopicOutcome]:
-    """Create missing topics; check existing ones against their spec."""
+def ensure_topics(
+    kafka: KafkaConnection, specs: list[TopicSpec] | None = None
+) -> list[TopicOutcome]:
+    """Create missing topics (default: the settings' three); check existing ones against spec."""
+    specs = specs if specs is not None else topic_specs(kafka.settings)
+    admin = kafka.admin()
     existing = _metadata(admin).topics
     created = _create(admin, [spec for spec in specs if spec.name not in existing])
     to_check = [spec for spec in specs if spec.name not in created]
     for spec in specs:
         known = existing.get(spec.name)
         # New topics (ours or a racing client's) are polled until clients can find leaders.
-        count = len(known.partitions) if known else _partition_count(admin, spec.name)
+        count = len(known.partitions) if known else _new_partition_count(kafka, admin, spec.name)
         _check_partitions(spec, count)
     _check_cleanup_policies(admin, to_check)
     return [TopicOutcome(spec.name, created=spec.name in created) for spec in specs]
 
 
-def _metadata(admin: AdminClient, topic: str | None = None) -> ClusterMetadata:
+def _metadata(admin: AdminClient) -> ClusterMetadata:
     try:
-        return admin.list_topics(topic=topic, timeout=_TIMEOUT_S)
+        return admin.list_topics(timeout=_TIMEOUT_S)
     except KafkaException as exc:
         raise TopicError(f"cannot read topic metadata: {exc.args[0]}") from exc
 
 
-def _partition_count(admin: AdminClient, name: str) -> int:
+def _new_partition_count(kafka: KafkaConnection, admin: AdminClient, name: str) -> int:
     # A topic another client just created may lag in this broker's metadata cache.
-    deadline = time.monotonic() + _TIMEOUT_S
-    while True:
-        topic = _metadata(admin, name).topics.get(name)
-        led = topic is not None and all(p.leader >= 0 for p in topic.partitions.values())
-        if topic is not None and topic.error is None and topic.partitions and led:
-            return len(topic.partitions)
-        if time.monotonic() > deadline:
-            raise TopicError(f"topic {name} exists but its metadata never became available")
-        time.sleep(0.1)
+    try:
+        return kafka.partition_count(name, admin, created=True, timeout_s=_TIMEOUT_S)
+    except KafkaClientError as exc:
+        raise TopicError(str(exc)) from exc
 
 
 def _create(admin: AdminClient, specs: list[TopicSpec]) -> set[str]:

@@ -17,7 +17,7 @@ from resultlog.producer.model_client import ModelClient
 from resultlog.producer.model_server import ModelServer
 from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
-from resultlog.topics import ensure_topics, topic_specs
+from resultlog.topics import ensure_topics
 from tests.factories import cli_env_for
 
 KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
@@ -92,7 +92,7 @@ def unique_name() -> str:
 
 
 @pytest.fixture
-def settings(kafka_bootstrap: str, unique_name: str, admin: AdminClient) -> Settings:
+def settings(kafka_bootstrap: str, unique_name: str) -> Settings:
     """Settings pointing at the session broker, with this test's own freshly created topics."""
     made = Settings(
         bootstrap_servers=kafka_bootstrap,
@@ -102,7 +102,7 @@ def settings(kafka_bootstrap: str, unique_name: str, admin: AdminClient) -> Sett
         partitions=TEST_PARTITIONS,
         aggregator_group=f"{unique_name}.aggregator",
     )
-    ensure_topics(admin, topic_specs(made))
+    ensure_topics(KafkaConnection(made))
     return made
 
 
@@ -137,9 +137,9 @@ async def model_client(model_server: ModelServer) -> AsyncIterator[ModelClient]:
 
 @pytest.fixture
 async def kafka_store(settings: Settings) -> AsyncIterator[KafkaResultStore]:
-    """A Kafka result store on this test's results topic."""
+    """A Kafka result store on this test's results topic, delivery timing out after 10 s."""
     store = KafkaResultStore(
-        settings.client_config(), settings.results_topic, delivery_timeout_ms=10_000
+        KafkaConnection(settings.model_copy(update={"delivery_timeout_ms": 10_000}))
     )
     yield store
     await store.close()

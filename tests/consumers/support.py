@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from resultlog.consumers import fold, read_run_records
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.api import HttpServer, create_app
+from resultlog.kafka import KafkaConnection
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import (
     Codec,
@@ -46,7 +47,7 @@ def write(settings: Settings, records: Iterable[SampleResult]) -> None:
     """Write records through the real result store, in order, each acknowledged."""
 
     async def go() -> None:
-        store = KafkaResultStore(settings.client_config(), settings.results_topic)
+        store = KafkaResultStore(KafkaConnection(settings))
         try:
             for record in records:
                 await store.write(record)
@@ -60,7 +61,7 @@ def write_many(settings: Settings, records: list[SampleResult], window: int = 50
     """Write many records concurrently (a window at a time) through the real result store."""
 
     async def go() -> None:
-        store = KafkaResultStore(settings.client_config(), settings.results_topic)
+        store = KafkaResultStore(KafkaConnection(settings))
         try:
             for start in range(0, len(records), window):
                 await asyncio.gather(*map(store.write, records[start : start + window]))
@@ -80,9 +81,7 @@ def produce_raw(settings: Settings, messages: list[tuple[bytes | None, bytes | N
 
 def expected(settings: Settings, run_key: RunKey) -> dict[str, Any]:
     """The fold over the run key's latest records in the topic, without as_of."""
-    records, _ = read_run_records(
-        settings.client_config(), settings.results_topic, run_key, Codec()
-    )
+    records = read_run_records(KafkaConnection(settings), run_key).records
     return bare(fold(records, run_key))
 
 
@@ -138,7 +137,7 @@ def converged(settings: Settings, want: dict[RunKey, dict[str, Any]]) -> bool:
 @contextlib.contextmanager
 def running(settings: Settings) -> Iterator[Aggregator]:
     """A running aggregator on the test's topics, publishing every 50 ms."""
-    with Aggregator.from_settings(settings, publish_interval_s=0.05) as aggregator:
+    with Aggregator(KafkaConnection(settings), publish_interval_s=0.05) as aggregator:
         yield aggregator
     assert aggregator.failure is None
 

@@ -17,12 +17,12 @@ import pytest
 from resultlog.consumers import fold, replay_run
 from resultlog.consumers._aggregator_state import AggregatorState
 from resultlog.consumers.aggregator import Aggregator
+from resultlog.kafka import KafkaConnection
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.model_server import Behavior, ModelServer
 from resultlog.producer.runner import model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import (
-    Codec,
     RunKey,
     encode_key,
     partition_for,
@@ -74,9 +74,7 @@ async def test_worker_aggregator_and_replay_agree_field_for_field(
         assert want["records"] == 16 and want["degraded_records"] == 1
         # Worker, replay and (below) the aggregator agree field for field.
         assert bare(from_worker[run_id].summary) == want
-        replayed = await asyncio.to_thread(
-            replay_run, settings.client_config(), settings.results_topic, run_key, Codec()
-        )
+        replayed = await asyncio.to_thread(replay_run, KafkaConnection(settings), run_key)
         assert bare(replayed.summaries[run_key]) == want
         await asyncio.to_thread(
             wait_for, lambda k=run_key, w=want: served(base_url, k) == w, "HTTP"
@@ -184,8 +182,8 @@ def test_two_instances_share_partitions_and_survive_a_rebalance(settings: Settin
     runs = [RunKey(f"pair-{i}", "arith", "m") for i in range(8)]
     records = [make_record(s, e, run_key=k) for k in runs for s in range(20) for e in range(2)]
     write_many(settings, records[::2])
-    first = Aggregator.from_settings(settings, publish_interval_s=0.05)
-    second = Aggregator.from_settings(settings, publish_interval_s=0.05)
+    first = Aggregator(KafkaConnection(settings), publish_interval_s=0.05)
+    second = Aggregator(KafkaConnection(settings), publish_interval_s=0.05)
     first.start()
     try:
         wait_for(lambda: _owned(first) == set(range(settings.partitions)), "first to own all")

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from resultlog.consumers import fold
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.api import BadRequestError, HttpServer, create_app, run_key_from_path
+from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from tests.consumers.support import bare, path, wait_for, write
@@ -122,7 +123,7 @@ def test_healthz_reports_readiness_and_per_partition_lag(settings: Settings, loa
 
 
 def test_healthz_is_503_until_the_aggregator_runs(settings: Settings) -> None:
-    idle = Aggregator.from_settings(settings)
+    idle = Aggregator(KafkaConnection(settings))
     server = HttpServer(create_app(idle), "127.0.0.1", 0)
     server.start_in_thread()
     try:

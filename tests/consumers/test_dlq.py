@@ -20,6 +20,7 @@ from resultlog.consumers.dlq import (
     DeadLetterWriter,
     reason_kind,
 )
+from resultlog.kafka import KafkaConnection
 from resultlog.schemas import Codec, DecodeError, decode_key, encode_key, partition_for
 from resultlog.settings import Settings
 from tests.consumers.support import (
@@ -68,7 +69,7 @@ def dead_lettered(base_url: str) -> dict[str, float]:
 def test_the_writer_copies_key_and_value_with_reason_and_source_headers(
     settings: Settings,
 ) -> None:
-    writer = DeadLetterWriter(settings.client_config(), settings.dlq_topic)
+    writer = DeadLetterWriter(KafkaConnection(settings))
     writer.send(
         b"k1",
         b"\x00garbage",
@@ -99,7 +100,7 @@ def test_the_writer_copies_key_and_value_with_reason_and_source_headers(
 
 
 def test_an_unlocated_error_is_refused(settings: Settings) -> None:
-    writer = DeadLetterWriter(settings.client_config(), settings.dlq_topic)
+    writer = DeadLetterWriter(KafkaConnection(settings))
     with pytest.raises(ValueError, match="located"):
         writer.send_error(DecodeError("x", b"x"), None, b"x")
 
@@ -146,7 +147,7 @@ def test_a_rebuild_does_not_dead_letter_the_same_record_twice(
 ) -> None:
     produce_raw(settings, [(b"bad", b"x", p) for p in range(settings.partitions)])
     dead_letters(settings, settings.partitions)
-    other = Aggregator.from_settings(settings, publish_interval_s=0.05)
+    other = Aggregator(KafkaConnection(settings), publish_interval_s=0.05)
     other.start()  # takes some partitions away; stopping it hands them back for a rebuild
     wait_for(lambda: other.health().ready and other.health().partitions, "a rebalance")
     other.stop()

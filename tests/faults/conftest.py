@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from resultlog.broker import LocalKafka
+from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_specs
 
@@ -26,8 +26,7 @@ def make_settings(bootstrap: str, **fields: Any) -> Settings:
         aggregator_group=f"{name}.aggregator",
         **{"partitions": 3, **fields},
     )
-    admin = AdminClient(settings.client_config())
-    ensure_topics(admin, topic_specs(settings, extra_config))
+    ensure_topics(KafkaConnection(settings), topic_specs(settings, extra_config))
     return settings
 
 

@@ -25,6 +25,7 @@ from confluent_kafka import (
 from resultlog.consumers import read_run_records
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.api import HttpServer, create_app
+from resultlog.kafka import KafkaConnection
 from resultlog.producer import (
     KafkaResultStore,
     ModelClient,
@@ -36,7 +37,7 @@ from resultlog.producer import (
     model_solver,
     run_benchmark,
 )
-from resultlog.schemas import Codec, RunKey, partition_for, run_key_prefix
+from resultlog.schemas import RunKey, partition_for, run_key_prefix
 from resultlog.settings import Settings
 from tests.factories import cli_env_for as env_for
 
@@ -77,9 +78,8 @@ async def run_once(
     max_retries: int = 0,
 ) -> RunResult:
     """One run (or resume) of `bench` through the real Kafka store, with fast retries."""
-    store = KafkaResultStore(
-        settings.client_config(), settings.results_topic, delivery_timeout_ms=delivery_timeout_ms
-    )
+    timeout = {"delivery_timeout_ms": delivery_timeout_ms}
+    store = KafkaResultStore(KafkaConnection(settings.model_copy(update=timeout)))
     try:
         async with ModelClient(
             base_url, max_retries=max_retries, backoff_initial=0.01, timeout=timeout_s
@@ -173,9 +173,7 @@ class Audit:
 
 def audit(settings: Settings, run_key: RunKey, pairs: set[tuple[int, int]]) -> Audit:
     """Compare the run's latest records (exactly one per pair) and raw records with `pairs`."""
-    records, undecodable = read_run_records(
-        settings.client_config(), settings.results_topic, run_key, Codec()
-    )
+    records, undecodable = read_run_records(KafkaConnection(settings), run_key)
     assert undecodable == 0
     latest = Counter((r.sample_index, r.epoch) for r in records)
     assert all(n == 1 for n in latest.values())
@@ -202,7 +200,8 @@ def all_pairs(samples: int, epochs: int) -> set[tuple[int, int]]:
 def serving_aggregator(settings: Settings) -> Iterator[tuple[Aggregator, str]]:
     """A running aggregator (a group of its own) and its HTTP API, once caught up."""
     group = f"{settings.aggregator_group}.{uuid.uuid4().hex[:8]}"
-    with Aggregator.from_settings(settings, group_id=group, publish_interval_s=0.05) as aggregator:
+    kafka = KafkaConnection(settings)
+    with Aggregator(kafka, group_id=group, publish_interval_s=0.05) as aggregator:
         server = HttpServer(create_app(aggregator), "127.0.0.1", 0)
         server.start_in_thread()
         try:

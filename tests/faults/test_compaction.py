@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from resultlog.consumers import replay_all, replay_run
+from resultlog.kafka import KafkaConnection
 from resultlog.producer import Behavior, KafkaResultStore, ModelServer
-from resultlog.schemas import Codec, RunKey, partition_for
+from resultlog.schemas import RunKey, partition_for
 from resultlog.settings import Settings
 from tests.consumers.support import bare, expected
 from tests.factories import make_record
@@ -48,16 +49,10 @@ COMPACTING = {
 
 def _views(settings: Settings, run_keys: list[RunKey], aggregators: list[Any]) -> list[Any]:
     """Each reader's summaries of the run keys, without freshness fields."""
-    codec = Codec()
-    everything = replay_all(settings.client_config(), settings.results_topic, codec)
+    kafka = KafkaConnection(settings)
+    everything = replay_all(kafka)
     views: list[Any] = [{k: expected(settings, k) for k in run_keys}]
-    views.append(
-        {
-            k: bare(replay_run(settings.client_config(), settings.results_topic, k, codec)
-                    .summaries[k])
-            for k in run_keys
-        }
-    )  # fmt: skip
+    views.append({k: bare(replay_run(kafka, k).summaries[k]) for k in run_keys})
     views.append({k: bare(everything.summaries[k]) for k in run_keys})
     for aggregator in aggregators:
         views.append({k: bare(aggregator.lookup(k).summary) for k in run_keys})
@@ -75,7 +70,7 @@ def _roll_segment(settings: Settings, partition: int) -> None:
     time.sleep(SEGMENT_MS * 1.5 / 1000)
 
     async def write() -> None:
-        store = KafkaResultStore(settings.client_config(), settings.results_topic)
+        store = KafkaResultStore(KafkaConnection(settings))
         try:
             await store.write(make_record(0, 0, run_key=filler, created_offset_ms=int(time.time())))
         finally:

@@ -28,6 +28,7 @@ from resultlog.consumers.dlq import (
     HEADER_SOURCE_PARTITION,
     HEADER_SOURCE_TOPIC,
 )
+from resultlog.kafka import KafkaConnection
 from resultlog.producer import ModelServer
 from resultlog.schemas import (
     Codec,
@@ -131,10 +132,10 @@ def test_every_reader_survives_and_counts_each_bad_record_once(kafka_bootstrap: 
         "Broker: Broker failed to validate record"
     ]
     run_bad, all_bad = len(values) + 1, len(values) + len(keys)
-    codec = Codec()
+    kafka = KafkaConnection(settings)
 
-    replayed = replay_run(settings.client_config(), settings.results_topic, RUN, codec)
-    everything = replay_all(settings.client_config(), settings.results_topic, codec)
+    replayed = replay_run(kafka, RUN)
+    everything = replay_all(kafka)
     assert replayed.undecodable == run_bad
     assert everything.undecodable == all_bad
     assert everything.reasons == {  # the aggregator's dead-letter kinds

@@ -12,9 +12,10 @@ import time
 import pytest
 
 from resultlog.consumers import read_run_records
+from resultlog.kafka import KafkaConnection
 from resultlog.producer import Behavior, ModelError, ModelServer
 from resultlog.producer.model_server import Fault
-from resultlog.schemas import Codec, RunKey, SampleResult, ScoreValue
+from resultlog.schemas import RunKey, SampleResult, ScoreValue
 from resultlog.settings import Settings
 from tests.faults.support import MODEL, cli, report, run_once, small_bench
 
@@ -32,7 +33,7 @@ FATAL: list[tuple[Fault, str, int]] = [
 
 def _records(settings: Settings, run_id: str) -> list[SampleResult]:
     records, undecodable = read_run_records(
-        settings.client_config(), settings.results_topic, RunKey(run_id, "arith", MODEL), Codec()
+        KafkaConnection(settings), RunKey(run_id, "arith", MODEL)
     )
     assert undecodable == 0
     return records

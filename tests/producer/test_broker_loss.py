@@ -8,10 +8,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from resultlog.broker import LocalKafka
 from resultlog.consumers import read_run_records
+from resultlog.kafka import KafkaConnection
 from resultlog.producer import (
     KafkaResultStore,
     ModelClient,
@@ -23,9 +23,9 @@ from resultlog.producer import (
     run_benchmark,
 )
 from resultlog.producer.benchmarks import StaticBenchmark, arith
-from resultlog.schemas import Codec, RunKey
+from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from resultlog.topics import ensure_topics, topic_specs
+from resultlog.topics import ensure_topics
 
 MODEL = "offline/m"
 SAMPLES = 40
@@ -35,8 +35,8 @@ async def test_broker_stopped_mid_run_fails_the_run_and_a_rerun_completes_it(
     kafka_dir: Path,
 ) -> None:
     kafka = LocalKafka(kafka_dir)
-    settings = Settings(bootstrap_servers=kafka.up(port=0), partitions=2)
-    ensure_topics(AdminClient(settings.client_config()), topic_specs(settings))
+    settings = Settings(bootstrap_servers=kafka.up(port=0), partitions=2, delivery_timeout_ms=1500)
+    ensure_topics(KafkaConnection(settings))
     full = arith()
     bench = StaticBenchmark("arith", full.items[:SAMPLES], full.scorer)
     stopper: list[threading.Thread] = []
@@ -47,9 +47,7 @@ async def test_broker_stopped_mid_run_fails_the_run_and_a_rerun_completes_it(
             stopper[0].start()
 
     async def run(on_progress: object = None) -> object:
-        store = KafkaResultStore(
-            settings.client_config(), settings.results_topic, delivery_timeout_ms=1500
-        )
+        store = KafkaResultStore(KafkaConnection(settings))
         try:
             # Slow enough that most pairs are still to come when the broker goes away.
             with ModelServer(latency_s=0.15) as server:
@@ -73,11 +71,8 @@ async def test_broker_stopped_mid_run_fails_the_run_and_a_rerun_completes_it(
 
     kafka.start_node(1)
     result = await run()
-    records, _ = read_run_records(
-        settings.client_config(),
-        settings.results_topic,
-        RunKey("broker-loss", "arith", MODEL),
-        Codec(),
-    )
+    records = read_run_records(
+        KafkaConnection(settings), RunKey("broker-loss", "arith", MODEL)
+    ).records
     assert Counter(r.sample_index for r in records) == dict.fromkeys(range(SAMPLES), 1)
     assert result.summary.records == SAMPLES  # type: ignore[attr-defined]

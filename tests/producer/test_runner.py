@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from resultlog.consumers import fold, read_run_records
+from resultlog.kafka import KafkaConnection
 from resultlog.producer._retry import WritePolicy
 from resultlog.producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith
 from resultlog.producer.errors import PersistenceError, SolverError
@@ -16,7 +17,13 @@ from resultlog.producer.model_client import Completion, ModelClient
 from resultlog.producer.model_server import Behavior, ModelServer
 from resultlog.producer.runner import RunResult, model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore, NoopResultStore
-from resultlog.schemas import Codec, RunKey, SampleResult, ScoreValue, partition_for
+from resultlog.schemas import (
+    Codec,
+    RunKey,
+    SampleResult,
+    ScoreValue,
+    partition_for,
+)
 from resultlog.settings import Settings
 
 MODEL = "offline/arith-1"
@@ -230,7 +237,7 @@ async def test_a_failing_resume_read_still_evaluates_everything(
         async def load(self, run_key: RunKey) -> list[SampleResult]:
             raise PersistenceError("simulated unreadable log")
 
-    store = UnreadableStore(settings.client_config(), settings.results_topic)
+    store = UnreadableStore(KafkaConnection(settings))
     try:
         await run(small(3), model_client, store, "r9")
         result = await run(small(3), model_client, store, "r9")
@@ -283,7 +290,7 @@ async def test_a_record_larger_than_the_broker_accepts_fails_clearly(
     settings: Settings, model_client: ModelClient
 ) -> None:
     store = KafkaResultStore(
-        {**settings.client_config(), "message.max.bytes": 2000}, settings.results_topic
+        KafkaConnection(settings), producer_overrides={"message.max.bytes": 2000}
     )
     huge = StaticBenchmark(
         "huge", (Sample("big", "What is 1 + 1? " + "x" * 5000, "2"),), arith().scorer
@@ -316,7 +323,7 @@ async def test_resume_reads_only_the_run_keys_partition(
     await run(small(4), model_client, kafka_store, "mine")
     await run(small(4), model_client, kafka_store, "other")
     records, undecodable = read_run_records(
-        settings.client_config(), settings.results_topic, RunKey("mine", "arith", MODEL), Codec()
+        KafkaConnection(settings), RunKey("mine", "arith", MODEL)
     )
     assert undecodable == 0
     assert {r.run_id for r in records} == {"mine"}

@@ -14,8 +14,9 @@ from confluent_kafka.admin import AdminClient
 from resultlog.broker import LocalKafka
 from resultlog.cli import main
 from resultlog.errors import BrokerError
+from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
-from resultlog.topics import ensure_topics, topic_specs
+from resultlog.topics import ensure_topics
 
 
 def test_up_twice_down_and_up_again_keeps_topics(kafka_dir: Path) -> None:
@@ -28,7 +29,7 @@ def test_up_twice_down_and_up_again_keeps_topics(kafka_dir: Path) -> None:
     assert pid_file.read_text() == first_pid
 
     settings = Settings(bootstrap_servers=bootstrap, partitions=2)
-    ensure_topics(AdminClient(settings.client_config()), topic_specs(settings))
+    ensure_topics(KafkaConnection(settings))
 
     assert kafka.down() is True
     assert not pid_file.exists()

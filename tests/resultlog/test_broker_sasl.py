@@ -20,9 +20,10 @@ from confluent_kafka.admin import AdminClient
 from resultlog.broker import LocalKafka
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.errors import BrokerError
+from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from resultlog.topics import ensure_topics, topic_specs
+from resultlog.topics import ensure_topics
 
 USER = "worker"
 PASSWORD = f's3cr3t,]"{uuid.uuid4().hex}'
@@ -92,7 +93,7 @@ def sasl_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslKafka]:
     kafka = LocalKafka(tmp_path_factory.mktemp("sasl-kafka"))
     bootstrap = kafka.up(port=0, sasl_users={USER: PASSWORD})
     settings = _settings(bootstrap)
-    ensure_topics(AdminClient(settings.client_config()), topic_specs(settings))
+    ensure_topics(KafkaConnection(settings))
     yield SaslKafka(kafka, bootstrap, settings)
     kafka.down()
 
@@ -118,7 +119,7 @@ def test_workers_and_readers_use_the_credentials(sasl_kafka: SaslKafka) -> None:
     assert json.loads(replay.stdout)["records"] == 4
     assert not _leaks(status) and not _leaks(replay)
 
-    with Aggregator.from_settings(settings) as aggregator:
+    with Aggregator(KafkaConnection(settings)) as aggregator:
         deadline = time.monotonic() + 30
         while (found := aggregator.lookup(RunKey("sasl", "arith", MODEL)).summary) is None:
             assert time.monotonic() < deadline and aggregator.failure is None

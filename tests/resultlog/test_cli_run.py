@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from resultlog.consumers import read_run_records
-from resultlog.schemas import Codec, RunKey
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 
 MODEL = "offline/gpt-4o"
@@ -32,10 +33,7 @@ def run_args(run_id: str, base_url: str | None = None) -> list[str]:
 
 
 def durable(settings: Settings, run_id: str) -> list:  # type: ignore[type-arg]
-    records, _ = read_run_records(
-        settings.client_config(), settings.results_topic, RunKey(run_id, "arith", MODEL), Codec()
-    )
-    return records
+    return read_run_records(KafkaConnection(settings), RunKey(run_id, "arith", MODEL)).records
 
 
 def summary_of(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
@@ -183,9 +181,7 @@ def test_bad_jsonl_line_is_named_and_nothing_is_written(
     assert done.returncode != 0
     assert "qa.jsonl:2: invalid JSON" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
-    records, _ = read_run_records(
-        settings.client_config(), settings.results_topic, RunKey("bad", "qa", "m"), Codec()
-    )
+    records = read_run_records(KafkaConnection(settings), RunKey("bad", "qa", "m")).records
     assert records == []
 
 

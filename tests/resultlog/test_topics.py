@@ -6,6 +6,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from resultlog.errors import TopicError
+from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_specs
 
@@ -14,6 +15,10 @@ def _config(admin: AdminClient, topic: str) -> dict[str, str]:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     entries = admin.describe_configs([resource])[resource].result(timeout=30)
     return {name: entry.value for name, entry in entries.items()}
+
+
+def _kafka(kafka_bootstrap: str, unique_name: str, **overrides: object) -> KafkaConnection:
+    return KafkaConnection(_settings(kafka_bootstrap, unique_name, **overrides))
 
 
 def _settings(kafka_bootstrap: str, unique_name: str, **overrides: object) -> Settings:
@@ -30,9 +35,9 @@ def test_creates_three_topics_with_their_configs_idempotently(
     admin: AdminClient, kafka_bootstrap: str, unique_name: str
 ) -> None:
     settings = _settings(kafka_bootstrap, unique_name, partitions=4)
-    first = ensure_topics(admin, topic_specs(settings))
+    first = ensure_topics(KafkaConnection(settings), topic_specs(settings))
     assert [o.created for o in first] == [True, True, True]
-    again = ensure_topics(admin, topic_specs(settings))
+    again = ensure_topics(KafkaConnection(settings), topic_specs(settings))
     assert [o.created for o in again] == [False, False, False]
 
     metadata = admin.list_topics(timeout=10).topics
@@ -51,12 +56,12 @@ def test_existing_topic_with_wrong_cleanup_policy_is_refused(
     wrong = NewTopic(settings.results_topic, 2, 1, config={"cleanup.policy": "delete"})
     admin.create_topics([wrong])[settings.results_topic].result(timeout=30)
     with pytest.raises(TopicError, match=r"cleanup.policy=delete but must be compact"):
-        ensure_topics(admin, topic_specs(settings))
+        ensure_topics(KafkaConnection(settings), topic_specs(settings))
 
 
 def test_existing_topic_with_other_partition_count_is_refused(
     admin: AdminClient, kafka_bootstrap: str, unique_name: str
 ) -> None:
-    ensure_topics(admin, topic_specs(_settings(kafka_bootstrap, unique_name, partitions=2)))
+    ensure_topics(_kafka(kafka_bootstrap, unique_name, partitions=2))
     with pytest.raises(TopicError, match="exists with 2 partitions but the settings say 5"):
-        ensure_topics(admin, topic_specs(_settings(kafka_bootstrap, unique_name, partitions=5)))
+        ensure_topics(_kafka(kafka_bootstrap, unique_name, partitions=5))
