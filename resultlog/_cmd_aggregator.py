@@ -10,8 +10,7 @@ from typing import Any
 
 from resultlog._connect import connect
 from resultlog._validate import run_key_part
-from resultlog.consumers.aggregator import Aggregator
-from resultlog.consumers.api import HttpServer, create_app
+from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 from resultlog.errors import CliError
 from resultlog.schemas.errors import ResultLogError
 

@@ -13,8 +13,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from resultlog.consumers import fold, read_run_records
-from resultlog.consumers.aggregator import Aggregator
-from resultlog.consumers.api import HttpServer, create_app
+from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import (

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from resultlog.consumers import fold, replay_run
-from resultlog.consumers._aggregator_state import AggregatorState
 from resultlog.consumers.aggregator import Aggregator
+from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.model_server import Behavior, ModelServer

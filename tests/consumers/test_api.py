@@ -12,8 +12,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from resultlog.consumers import fold
-from resultlog.consumers.aggregator import Aggregator
-from resultlog.consumers.api import BadRequestError, HttpServer, create_app, run_key_from_path
+from resultlog.consumers.aggregator import (
+    Aggregator,
+    BadRequestError,
+    HttpServer,
+    create_app,
+    run_key_from_path,
+)
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings

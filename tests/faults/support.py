@@ -23,8 +23,7 @@ from confluent_kafka import (
 )
 
 from resultlog.consumers import read_run_records
-from resultlog.consumers.aggregator import Aggregator
-from resultlog.consumers.api import HttpServer, create_app
+from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import (
     KafkaResultStore,

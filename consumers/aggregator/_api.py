@@ -23,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from resultlog.consumers._aggregator_health import Health
-from resultlog.consumers._aggregator_state import Lookup
+from resultlog.consumers.aggregator._health import Health
+from resultlog.consumers.aggregator._state import Lookup
 from resultlog.schemas import DecodeError, RunKey, RunSummary, decode_run_key
 
 __all__ = [

@@ -9,7 +9,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from resultlog.consumers._aggregator_health import Health
+from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.dlq import REASON_KINDS
 
 __all__ = ["AggregatorMetrics"]

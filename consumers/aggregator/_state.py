@@ -7,15 +7,16 @@ asking instead for summaries the consumer thread computes between batches (`take
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from resultlog.consumers._aggregator_health import Health, PartitionHealth
 from resultlog.consumers._decode import RecordId
+from resultlog.consumers.aggregator._health import Health, PartitionHealth
 from resultlog.consumers.fold import RunFold
 from resultlog.schemas import AsOf, RunKey, RunSummary, SampleResult, partition_for
 
-__all__ = ["AggregatorState", "Job", "Lookup", "PartitionState", "utc_now"]
+__all__ = ["AggregatorState", "Job", "Lookup", "PartitionState", "Shared", "utc_now"]
 
 
 @dataclass
@@ -290,6 +291,15 @@ class AggregatorState:
         run.version += 1
         state.dirty.add(run_key)
         state.advance(offset)
+
+
+class Shared:
+    """The state and the one lock guarding it: the consumer thread mutates, readers read."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.computed = threading.Condition(self.lock)  # notified when summaries are stored
+        self.state = AggregatorState(num_partitions=1)
 
 
 def _publication(

@@ -1,0 +1,287 @@
+"""The aggregator's consumer thread: fold batches, publish changed runs, dead-letter poison.
+
+The only writer of the shared state, always under its lock (see the package docstring).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from resultlog.consumers._ingest import Ingested, ingest
+from resultlog.consumers.aggregator._kafka import watermarks
+from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
+from resultlog.consumers.dlq import DeadLetterWriter
+from resultlog.consumers.errors import ConsumerError
+from resultlog.consumers.summaries import SummaryPublisher
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, RunSummary
+
+__all__ = ["ConsumerLoop"]
+
+log = logging.getLogger(__name__)
+_BATCH = 2000
+_IDLE_WAIT_S = 0.02  # also how soon an idle consumer thread serves a reader's request
+_TICK_BUDGET_S = 0.01  # folding for publication per loop iteration, before consuming again
+_ERROR_LOG_EVERY_S = 30.0
+
+
+class ConsumerLoop:
+    """A joined group member and its producers; `run` is the consumer thread's body."""
+
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        shared: Shared,
+        metrics: AggregatorMetrics,
+        consumer: Consumer,
+        *,
+        stopping: threading.Event,
+        publish_interval_s: float,
+    ) -> None:
+        """Check the topics, then subscribe `consumer` (closed on failure)."""
+        self.topic = kafka.results_topic
+        self.publish_interval_s = publish_interval_s
+        self.failure: BaseException | None = None
+        self._stopping = stopping
+        self._codec = kafka.codec
+        self._shared = shared
+        self._metrics = metrics
+        self._consumer = consumer
+        self._scanned: dict[int, int] = {}  # per partition: next offset never read before
+        self._error_logged: dict[int, float] = {}
+        try:
+            results = kafka.partition_count(self.topic, consumer)
+            kafka.partition_count(kafka.summaries_topic, consumer)
+            kafka.partition_count(kafka.dlq_topic, consumer)
+            self._dlq = DeadLetterWriter(kafka, on_failure=self._dead_letter_failed)
+            self._publisher = SummaryPublisher(
+                kafka, on_published=metrics.published.inc, on_failure=self._publish_failed
+            )
+            shared.state = AggregatorState(num_partitions=results)
+            consumer.subscribe(
+                [self.topic],
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+        except BaseException:
+            consumer.close()
+            raise
+
+    @property
+    def _state(self) -> AggregatorState:
+        return self._shared.state
+
+    def run(self) -> None:
+        """Consume until `stopping` is set (then publish, leave and flush) or a failure."""
+        try:
+            next_tick = time.monotonic() + self.publish_interval_s
+            while not self._stopping.is_set():
+                wait = min(_IDLE_WAIT_S, max(0.0, next_tick - time.monotonic()))
+                self._handle(self._receive(wait))
+                self._compute_wanted()
+                self._publisher.poll()
+                self._dlq.poll()
+                # A tick spreads its folds over iterations, so ingestion and readers never
+                # wait for every changed run to be folded at once.
+                if time.monotonic() >= next_tick and self._tick(_TICK_BUDGET_S):
+                    next_tick = time.monotonic() + self.publish_interval_s
+            self._tick()
+            self._close()
+        except BaseException as exc:
+            self.failure = exc
+            log.error("the aggregator stopped: %s", exc)
+            self._abandon()
+        finally:
+            with self._shared.computed:
+                self._state.running = False
+                self._shared.computed.notify_all()
+
+    def _receive(self, wait_s: float) -> list[Message]:
+        try:
+            batch: list[Message] = self._consumer.consume(num_messages=_BATCH, timeout=0)
+            if not batch:
+                # poll() returns as soon as one message arrives; consume() would wait it out.
+                message = self._consumer.poll(wait_s)
+                batch = [message] if message is not None else []
+        except KafkaException as exc:
+            raise ConsumerError(f"cannot consume {self.topic}: {exc.args[0]}") from exc
+        return batch
+
+    def _handle(self, batch: list[Message]) -> None:
+        """Decode outside the lock, apply inside it, dead-letter after."""
+        decoded: list[Ingested] = []
+        ends: list[tuple[int, int]] = []
+        for message in batch:
+            error = message.error()
+            if error is None:
+                decoded.append(ingest(message, self._codec, self._state.num_partitions))
+            elif error.code() == KafkaError._PARTITION_EOF:
+                ends.append((message.partition() or 0, message.offset() or 0))
+            else:
+                self._consume_error(error)
+        with self._shared.lock:
+            for item in decoded:
+                self._apply(item)
+            for partition, offset in ends:
+                self._state.reached_end(partition, offset)
+        self._metrics.consumed.inc(len(decoded))
+        for item in decoded:
+            self._dead_letter(item)
+
+    def _apply(self, item: Ingested) -> None:
+        if item.record_id is None:
+            self._state.advance(item.partition, item.offset)
+        elif item.record is None:
+            self._state.delete(item.partition, item.offset, item.record_id)
+        else:
+            self._state.put(item.partition, item.offset, item.record_id, item.record)
+
+    def _dead_letter(self, item: Ingested) -> None:
+        first_read = item.offset >= self._scanned.get(item.partition, 0)
+        self._scanned[item.partition] = max(self._scanned.get(item.partition, 0), item.offset + 1)
+        if item.poison is None or not first_read:
+            return
+        log.warning("dead-lettering a %s record: %s", item.poison.kind, item.poison.reason)
+        self._metrics.dead_lettered.labels(reason=item.poison.kind).inc()
+        self._dlq.send(
+            item.key,
+            item.value,
+            reason=item.poison.reason,
+            kind=item.poison.kind,
+            source_topic=self.topic,
+            source_partition=item.partition,
+            source_offset=item.offset,
+        )
+
+    def _consume_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            raise ConsumerError(f"fatal consumer error on {self.topic}: {error.str()}")
+        # librdkafka retries on its own and repeats the error on every poll while it lasts.
+        now = time.monotonic()
+        if now - self._error_logged.get(error.code(), -_ERROR_LOG_EVERY_S) >= _ERROR_LOG_EVERY_S:
+            self._error_logged[error.code()] = now
+            log.warning("consumer error on %s (retrying): %s", self.topic, error.str())
+
+    def _compute_wanted(self, budget_s: float | None = None) -> None:
+        """Compute the summaries readers (or the publisher) asked for, outside the lock."""
+        with self._shared.lock:
+            jobs = self._state.take_jobs(utc_now())
+        if not jobs:
+            return
+        done: list[Job] = []
+        summaries: list[RunSummary] = []
+        started = time.monotonic()
+        for job in jobs:
+            if done and budget_s is not None and time.monotonic() - started > budget_s:
+                break  # the rest stay stale: readers ask again, the next tick goes on
+            done.append(job)
+            summaries.append(job.compute())
+        with self._shared.computed:
+            self._state.store(done, summaries)
+            self._shared.computed.notify_all()
+
+    def _tick(self, budget_s: float | None = None) -> bool:
+        """Publish changed runs (within the budget) and refresh lag; True once all are out."""
+        finished = self._publish_changed(budget_s=budget_s)
+        if finished:
+            with self._shared.lock:
+                assigned = list(self._state.partitions)
+            for partition in assigned:
+                self._observe_high(partition)
+        return finished
+
+    def _publish_changed(
+        self, partitions: set[int] | None = None, budget_s: float | None = None
+    ) -> bool:
+        """Publish the changed runs whose summaries are computed; True if none is left."""
+        failed = self._publisher.take_failed()
+        with self._shared.lock:
+            for run_key in failed:
+                self._state.republish(run_key)
+            self._state.want_changed(partitions)
+        self._compute_wanted(budget_s)
+        with self._shared.lock:
+            pending, finished = self._state.changed(utc_now(), partitions)
+        self._publisher.publish(pending)
+        return finished
+
+    def _observe_high(self, partition: int) -> None:
+        try:
+            _, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, partition), cached=True
+            )
+        except KafkaException:
+            return  # lag is informational; the next tick tries again
+        if high is not None and high >= 0:
+            with self._shared.lock:
+                self._state.observe_high(partition, high)
+
+    def _close(self) -> None:
+        """Leave the group (revocation publishes what is pending), then flush the producers."""
+        try:
+            self._consumer.close()
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("closing the consumer: %s", exc)
+        self._publisher.flush(10.0)
+        self._dlq.flush(10.0)
+
+    def _abandon(self) -> None:
+        """After a failure: release the clients without publishing anything more."""
+        with self._shared.lock:
+            self._state.partitions.clear()
+        try:
+            self._consumer.close()
+        except Exception as exc:  # the consumer may already be broken; nothing else to do
+            log.debug("closing a failed consumer: %s", exc)
+
+    # -- rebalance callbacks (run on the consumer thread, inside consume/poll) ---------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        fresh = [p.partition for p in partitions]
+        bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
+        with self._shared.lock:
+            self._state.joined = True
+            for partition, (low, high) in bounds.items():
+                self._state.assign(partition, low, high)
+        self._metrics.rebuilds.inc(len(fresh))
+        if fresh:
+            log.info("rebuilding partitions %s of %s", fresh, self.topic)
+        consumer.incremental_assign(
+            [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in fresh]
+        )
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        gone = {p.partition for p in partitions}
+        self._publish_changed(gone)
+        self._drop(gone)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Another member may own these already: publish nothing, just forget them.
+        self._drop({p.partition for p in partitions})
+
+    def _drop(self, partitions: set[int]) -> None:
+        with self._shared.lock:
+            for partition in partitions:
+                self._state.revoke(partition)
+        if partitions:
+            log.info("dropped partitions %s of %s", sorted(partitions), self.topic)
+
+    def _dead_letter_failed(self, _reason: str) -> None:
+        self._metrics.dead_letter_failures.inc()
+
+    def _publish_failed(self, run_key: RunKey, reason: str) -> None:
+        log.warning("publishing the summary of %s failed (will retry): %s", run_key, reason)
+        self._metrics.publish_failures.inc()

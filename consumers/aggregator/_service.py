@@ -1,0 +1,149 @@
+"""The Aggregator: a consumer-group member whose summaries are published and served."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from resultlog.consumers.aggregator._health import Health
+from resultlog.consumers.aggregator._kafka import consumer_overrides
+from resultlog.consumers.aggregator._loop import ConsumerLoop
+from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator._state import Lookup, Shared, utc_now
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, RunSummary
+
+__all__ = ["Aggregator"]
+
+T = TypeVar("T")
+_FRESH_WAIT_S = 0.5  # how long a reader waits for the consumer thread before folding itself
+
+
+class Aggregator:
+    """A consumer-group member folding the results topic into published, served summaries."""
+
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        *,
+        group_id: str | None = None,
+        publish_interval_s: float = 0.2,
+        instance_id: str | None = None,
+        session_timeout_ms: int = 10_000,
+    ) -> None:
+        """An aggregator on the connection's topics, in `group_id` (default: the settings')."""
+        self.results_topic = kafka.results_topic
+        self.summaries_topic = kafka.summaries_topic
+        self.group_id = group_id or kafka.settings.aggregator_group
+        self.publish_interval_s = publish_interval_s
+        self._kafka = kafka
+        self._consumer_overrides = consumer_overrides(session_timeout_ms, instance_id)
+        # One lock guards the state: the consumer thread mutates it, HTTP threads read it.
+        self._shared = Shared()
+        self.metrics = AggregatorMetrics(self._snapshot)
+        self._stopping = threading.Event()
+        self._loop: ConsumerLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect, check the topics, join the group and start the consumer thread."""
+        if self._thread is not None:
+            raise RuntimeError("the aggregator was already started")
+        consumer = self._kafka.group_consumer(self.group_id, self._consumer_overrides)
+        self._loop = ConsumerLoop(
+            self._kafka,
+            self._shared,
+            self.metrics,
+            consumer,
+            stopping=self._stopping,
+            publish_interval_s=self.publish_interval_s,
+        )
+        self._shared.state.running = True
+        self._thread = threading.Thread(
+            target=self._loop.run, name="resultlog-aggregator", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Publish pending summaries, leave the group, flush; idempotent."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the consumer thread ends; True if it did."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the consumer thread stopped on its own, if it did."""
+        return self._loop.failure if self._loop is not None else None
+
+    @property
+    def running(self) -> bool:
+        """True while the consumer thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> Aggregator:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- read side (any thread) -------------------------------------------------------------
+
+    def lookup(self, run_key: RunKey) -> Lookup:
+        """A run's current summary, including every record applied before the call."""
+        return self._fresh(lambda late: self._shared.state.lookup(run_key, utc_now(), compute=late))
+
+    def summaries(
+        self,
+        *,
+        run_id: str | None = None,
+        benchmark: str | None = None,
+        model: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunSummary]:
+        """Current summaries of the runs this instance serves, in run key order."""
+        return self._fresh(
+            lambda late: self._shared.state.summaries(
+                utc_now(),
+                compute=late,
+                run_id=run_id,
+                benchmark=benchmark,
+                model=model,
+                limit=limit,
+            )
+        )
+
+    def _fresh(self, attempt: Callable[[bool], T | None]) -> T:
+        """Answer from fresh summaries, waiting for the consumer thread to compute stale ones."""
+        deadline = time.monotonic() + _FRESH_WAIT_S
+        with self._shared.computed:
+            while True:
+                late = not self.running or time.monotonic() >= deadline
+                answer = attempt(late)
+                if answer is not None:
+                    return answer
+                self._shared.computed.wait(max(0.0, deadline - time.monotonic()))
+
+    def health(self) -> Health:
+        """Readiness and per-partition lag."""
+        with self._shared.lock:
+            return self._shared.state.health()
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The /metrics body (Prometheus text format) and its content type."""
+        return self.metrics.exposition()
+
+    def _snapshot(self) -> tuple[Health, int]:
+        with self._shared.lock:
+            return self._shared.state.health(), self._shared.state.runs_tracked()
