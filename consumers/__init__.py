@@ -1,20 +1,26 @@
-"""Readers of the log: the fold, resume, the aggregator service and replay."""
+"""Readers of the log: the fold, resume, replay, purge, summaries and the aggregator service.
 
-from resultlog.consumers.aggregator import Aggregator
-from resultlog.consumers.dlq import REASON_KINDS, DeadLetterWriter, reason_kind
+The aggregator (with its HTTP API, prometheus_client, starlette and uvicorn) is imported
+only when `resultlog.consumers.aggregator` or the name `Aggregator` is first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from resultlog.consumers.errors import ConsumerError
-from resultlog.consumers.fold import Contribution, RunFold, fold
+from resultlog.consumers.fold import RunFold, fold
 from resultlog.consumers.purge import PurgeError, purge_run
 from resultlog.consumers.replay import ReplayResult, replay_all, replay_run
 from resultlog.consumers.resume import ResumeState, RunRecords, read_run_records, resume_state
 from resultlog.consumers.summaries import SummaryPublisher
 
+if TYPE_CHECKING:
+    from resultlog.consumers.aggregator import Aggregator
+
 __all__ = [
-    "REASON_KINDS",
     "Aggregator",
     "ConsumerError",
-    "Contribution",
-    "DeadLetterWriter",
     "PurgeError",
     "ReplayResult",
     "ResumeState",
@@ -24,8 +30,15 @@ __all__ = [
     "fold",
     "purge_run",
     "read_run_records",
-    "reason_kind",
     "replay_all",
     "replay_run",
     "resume_state",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Aggregator":
+        from resultlog.consumers.aggregator import Aggregator
+
+        return Aggregator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

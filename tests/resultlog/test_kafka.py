@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from confluent_kafka import KafkaError, Message
 
@@ -96,3 +99,20 @@ def test_a_refused_produce_is_a_boundary_error() -> None:
 
 def test_check_login_without_sasl_does_not_connect() -> None:
     unreachable().check_login(timeout_s=0.1)  # returns at once, no broker needed
+
+
+@pytest.mark.parametrize("package", ["resultlog.producer", "resultlog.consumers"])
+def test_importing_the_worker_or_the_readers_loads_no_web_stack(package: str) -> None:
+    heavy = ("prometheus_client", "starlette", "uvicorn")
+    probe = f"import sys, {package}; print([m for m in {heavy!r} if m in sys.modules])"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_aggregator_is_still_reachable_from_the_readers_package() -> None:
+    from resultlog import consumers
+    from resultlog.consumers.aggregator import Aggregator
+
+    assert consumers.Aggregator is Aggregator
