@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from confluent_kafka import Message
 
-from resultlog.consumers._decode import RecordId, decode_value
+from resultlog.consumers._decode import RecordId, decode_record_id, decode_value
 from resultlog.consumers.dlq import MISROUTED, reason_kind
-from resultlog.schemas import Codec, DecodeError, SampleResult, decode_key, partition_for
+from resultlog.schemas import Codec, DecodeError, SampleResult, partition_for
 
 __all__ = ["Ingested", "Poison", "ingest"]
 
@@ -49,14 +49,14 @@ def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
         return Ingested(partition, offset, key, value, record_id, record, poison)
 
     try:
-        record_id = decode_key(key if key is not None else b"")
+        record_id = decode_record_id(key if key is not None else b"")
     except DecodeError as exc:
         error = exc.at(topic, partition, offset)
         return result(None, None, Poison(reason_kind(error), str(error)))
-    expected = partition_for(record_id[0], num_partitions)
+    expected = partition_for(record_id.run_key, num_partitions)
     if expected != partition:
         # Resume and replay of one run read a run key's one partition: a stray copy is unseen.
-        reason = f"record of {record_id[0]} is in partition {partition}, expected {expected}"
+        reason = f"record of {record_id.run_key} is in partition {partition}, expected {expected}"
         return result(None, None, Poison(MISROUTED, reason))
     if value is None:
         return result(record_id, None, None)

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 from resultlog.schemas import AsOf, RunKey, RunSummary, SampleResult, ScoreValue, SummaryUsage
 
@@ -20,6 +21,18 @@ __all__ = ["Contribution", "RunFold", "fold"]
 
 RecordKey = tuple[int, int]  # (sample_index, epoch)
 _HALF = Fraction(1, 2)
+
+
+class Tokens(NamedTuple):
+    """One record's token counts."""
+
+    input: int
+    output: int
+    total: int
+    reasoning: int
+
+
+_NO_TOKENS = Tokens(0, 0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +43,7 @@ class Contribution:
     value: ScoreValue
     degraded: bool
     metrics: tuple[tuple[str, float], ...]
-    tokens: tuple[int, int, int, int]  # input, output, total, reasoning
+    tokens: Tokens
     total_cost: float
     generation_time_ms: int
     expected_records: int | None
@@ -40,9 +53,9 @@ class Contribution:
     def of(cls, record: SampleResult) -> Contribution:
         """The contribution of one record."""
         usage = record.usage
-        tokens = (0, 0, 0, 0)
+        tokens = _NO_TOKENS
         if usage is not None:
-            tokens = (
+            tokens = Tokens(
                 usage.input_tokens,
                 usage.output_tokens,
                 usage.total_tokens,
@@ -164,10 +177,10 @@ def _metric_means(items: list[Contribution]) -> dict[str, float]:
 
 def _usage(items: list[Contribution]) -> SummaryUsage:
     return SummaryUsage(
-        input_tokens=sum(item.tokens[0] for item in items),
-        output_tokens=sum(item.tokens[1] for item in items),
-        total_tokens=sum(item.tokens[2] for item in items),
-        reasoning_tokens=sum(item.tokens[3] for item in items),
+        input_tokens=sum(item.tokens.input for item in items),
+        output_tokens=sum(item.tokens.output for item in items),
+        total_tokens=sum(item.tokens.total for item in items),
+        reasoning_tokens=sum(item.tokens.reasoning for item in items),
         total_cost=math.fsum(item.total_cost for item in items),
     )
 

@@ -95,9 +95,9 @@ def _apply(
         result.count_bad(item.poison.kind)
     if item.record_id is None:
         return
-    run_key, sample_index, epoch = item.record_id
-    folded = folds.setdefault(run_key, RunFold(run_key))
+    record_id = item.record_id
+    folded = folds.setdefault(record_id.run_key, RunFold(record_id.run_key))
     if item.record is None:  # a tombstone, or an undecodable latest value: the key is gone
-        folded.remove(sample_index, epoch)
+        folded.remove(record_id.sample_index, record_id.epoch)
     else:
         folded.apply(item.record)

@@ -8,18 +8,11 @@ from typing import NamedTuple
 
 from confluent_kafka import Consumer, KafkaException
 
-from resultlog.consumers._decode import decode_value
+from resultlog.consumers._decode import decode_record_id, decode_value
 from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import (
-    DecodeError,
-    RunKey,
-    SampleResult,
-    decode_key,
-    partition_for,
-    run_key_prefix,
-)
+from resultlog.schemas import DecodeError, RunKey, SampleResult, partition_for, run_key_prefix
 
 __all__ = [
     "ResumeState",
@@ -78,7 +71,7 @@ def read_run_records(
     undecodable = 0
     for raw_key, (offset, value) in latest.items():
         try:
-            key = decode_key(raw_key)
+            key = decode_record_id(raw_key)
             records.append(
                 decode_value(codec, key, value, topic=topic, partition=partition, offset=offset)
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 from io import BytesIO
-from typing import Any, Generic, Self, TypeVar, cast
+from typing import Any, Generic, NamedTuple, Self, TypeVar, cast
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from fastavro import schemaless_reader, schemaless_writer
@@ -37,7 +37,14 @@ _SINGLE_OBJECT_HEADER = 10
 _REGISTRY_HEADER = 5
 
 ModelT = TypeVar("ModelT", SampleResult, RunSummary)
-Where = tuple[str | None, int | None, int | None]
+
+
+class Where(NamedTuple):
+    """Where a value was read, as far as the caller knows."""
+
+    topic: str | None
+    partition: int | None
+    offset: int | None
 
 
 class WireFormat(StrEnum):
@@ -49,8 +56,7 @@ class WireFormat(StrEnum):
 
 def _fail(cls: type[DecodeError], reason: str, raw: bytes | None, where: Where) -> DecodeError:
     """A located decode error."""
-    topic, partition, offset = where
-    return cls(reason, raw, topic=topic, partition=partition, offset=offset)
+    return cls(reason, raw, topic=where.topic, partition=where.partition, offset=where.offset)
 
 
 def _label(version: SchemaVersion) -> str:
@@ -250,7 +256,7 @@ class Codec:
         offset: int | None = None,
     ) -> SampleResult:
         """Deserialize and validate a record; any failure is a DecodeError carrying the bytes."""
-        where = (topic, partition, offset)
+        where = Where(topic, partition, offset)
         return self._samples.decode(_as_bytes(raw, where), self._registry, where)
 
     def encode_run_summary(self, summary: RunSummary, topic: str | None = None) -> bytes:
@@ -266,5 +272,5 @@ class Codec:
         offset: int | None = None,
     ) -> RunSummary:
         """Deserialize and validate a summary; any failure is a DecodeError carrying the bytes."""
-        where = (topic, partition, offset)
+        where = Where(topic, partition, offset)
         return self._summaries.decode(_as_bytes(raw, where), self._registry, where)

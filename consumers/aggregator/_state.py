@@ -132,7 +132,7 @@ class AggregatorState:
         state = self.partitions.get(partition)
         if state is None:
             return
-        run_key = record_id[0]
+        run_key = record_id.run_key
         run = state.runs.get(run_key)
         if run is None:
             run = state.runs[run_key] = _Run(RunFold(run_key))
@@ -144,11 +144,10 @@ class AggregatorState:
         state = self.partitions.get(partition)
         if state is None:
             return
-        run_key, sample_index, epoch = record_id
-        run = state.runs.get(run_key)
+        run = state.runs.get(record_id.run_key)
         if run is not None:
-            run.fold.remove(sample_index, epoch)
-            self._touched(state, run_key, run, offset)
+            run.fold.remove(record_id.sample_index, record_id.epoch)
+            self._touched(state, record_id.run_key, run, offset)
         else:
             state.advance(offset)
 

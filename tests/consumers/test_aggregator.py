@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from resultlog.consumers import fold, replay_run
+from resultlog.consumers._decode import RecordId
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.kafka import KafkaConnection
@@ -123,12 +124,12 @@ def test_state_serves_caught_up_partitions_with_summaries_computed_on_request() 
     for other in set(range(3)) - {partition}:
         state.assign(other, low=0, high=0)
     now = datetime.now(UTC)
-    state.put(partition, 0, (RUN_KEY, 0, 0), make_record(0, 0))
+    state.put(partition, 0, RecordId(RUN_KEY, 0, 0), make_record(0, 0))
     rebuilding = state.lookup(RUN_KEY, now, compute=False)
     assert rebuilding is not None and rebuilding.rebuilding and rebuilding.summary is None
     assert not state.health().ready and state.changed(now) == ([], True)
 
-    state.put(partition, 9, (RUN_KEY, 1, 0), make_record(1, 0))
+    state.put(partition, 9, RecordId(RUN_KEY, 1, 0), make_record(1, 0))
     assert state.health().ready
     assert state.changed(now) == ([], False)  # stale: published once computed
     assert state.lookup(RUN_KEY, now, compute=False) is None  # a wish, not a fold
