@@ -123,12 +123,12 @@ class _Execution:
     async def resume(self, indexes: set[int]) -> ResumeState:
         """The durable state of this chunk; on a failed read, warn and evaluate everything."""
         try:
-            records = await self.store.load(self.run_identity.run_key)
+            loaded = await self.store.load(self.run_identity.run_key)
         except Exception as exc:  # any failure to read means: evaluate everything
             log.warning("resume read failed, evaluating every pair: %s", exc)
             return ResumeState()
-        in_chunk = [record for record in records if record.sample_index in indexes]
-        return ResumeState.of(in_chunk, self.run_identity.epochs)
+        in_chunk = [record for record in loaded.records if record.sample_index in indexes]
+        return ResumeState.of(in_chunk, self.run_identity.epochs, loaded.undecodable)
 
     async def run(
         self, samples: Sequence[Sample], resume: ResumeState, max_concurrency: int

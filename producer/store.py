@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, Message
 
-from resultlog.consumers import read_run_records
+from resultlog.consumers import RunRecords, read_run_records
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
 from resultlog.producer.errors import PersistenceError
 from resultlog.schemas import RunKey, SampleResult, encode_key, partition_for
@@ -26,8 +26,8 @@ class ResultStore(Protocol):
         """Return only once the record is durable; raise PersistenceError otherwise."""
         ...
 
-    async def load(self, run_key: RunKey) -> list[SampleResult]:
-        """The latest record of every (sample, epoch) of the run key."""
+    async def load(self, run_key: RunKey) -> RunRecords:
+        """The latest record of every (sample, epoch) of the run key, and the undecodable count."""
         ...
 
     async def close(self) -> None:
@@ -41,9 +41,9 @@ class NoopResultStore:
     async def write(self, record: SampleResult) -> None:
         """Accept and forget the record."""
 
-    async def load(self, run_key: RunKey) -> list[SampleResult]:
+    async def load(self, run_key: RunKey) -> RunRecords:
         """Nothing was ever stored."""
-        return []
+        return RunRecords([], 0)
 
     async def close(self) -> None:
         """Nothing to release."""
@@ -90,10 +90,9 @@ class KafkaResultStore:
             raise _persistence_error(record, str(exc), len(value)) from exc
         await delivered
 
-    async def load(self, run_key: RunKey) -> list[SampleResult]:
+    async def load(self, run_key: RunKey) -> RunRecords:
         """Read the run key's latest records (in a thread: the read blocks)."""
-        loaded = await asyncio.to_thread(read_run_records, self._kafka, run_key)
-        return loaded.records
+        return await asyncio.to_thread(read_run_records, self._kafka, run_key)
 
     async def close(self) -> None:
         """Flush what is in flight and stop the poll thread."""

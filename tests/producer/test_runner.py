@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from resultlog.consumers import fold, read_run_records
+from resultlog.consumers import RunRecords, fold, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._retry import WritePolicy
 from resultlog.producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith
@@ -22,9 +22,12 @@ from resultlog.schemas import (
     RunKey,
     SampleResult,
     ScoreValue,
+    encode_key,
     partition_for,
 )
 from resultlog.settings import Settings
+from tests.consumers.support import produce_raw
+from tests.factories import make_record
 
 MODEL = "offline/arith-1"
 FAST_WRITES = WritePolicy(initial_delay_s=0.01, rng=random.Random(7))
@@ -234,7 +237,7 @@ async def test_a_failing_resume_read_still_evaluates_everything(
     settings: Settings, model_client: ModelClient
 ) -> None:
     class UnreadableStore(KafkaResultStore):
-        async def load(self, run_key: RunKey) -> list[SampleResult]:
+        async def load(self, run_key: RunKey) -> RunRecords:
             raise PersistenceError("simulated unreadable log")
 
     store = UnreadableStore(KafkaConnection(settings))
@@ -260,7 +263,7 @@ class FlakyStore:
             raise PersistenceError(f"simulated failure {self.attempts}")
         await self.inner.write(record)
 
-    async def load(self, run_key: RunKey) -> list[SampleResult]:
+    async def load(self, run_key: RunKey) -> RunRecords:
         return await self.inner.load(run_key)
 
     async def close(self) -> None:
@@ -328,6 +331,20 @@ async def test_resume_reads_only_the_run_keys_partition(
     assert undecodable == 0
     assert {r.run_id for r in records} == {"mine"}
     assert len(records) == 4
+
+
+async def test_the_store_counts_undecodable_latest_values(
+    settings: Settings, kafka_store: KafkaResultStore
+) -> None:
+    run_key = RunKey("half-readable", "arith", MODEL)
+    await kafka_store.write(make_record(0, 0, run_key=run_key))
+    await kafka_store.write(make_record(1, 0, run_key=run_key))
+    partition = partition_for(run_key, settings.partitions)
+    produce_raw(settings, [(encode_key(run_key, 1, 0), b"\x00garbage", partition)])
+    loaded = await kafka_store.load(run_key)
+    assert [(r.sample_index, r.epoch) for r in loaded.records] == [(0, 0)]
+    assert loaded.undecodable == 1
+    assert (await NoopResultStore().load(run_key)) == RunRecords([], 0)
 
 
 async def test_structured_prompt_parts_are_kept_as_json_text(
