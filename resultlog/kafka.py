@@ -57,7 +57,9 @@ class KafkaConnection:
     def __init__(self, settings: Settings, codec: Codec | None = None) -> None:
         self.settings = settings
         # Registry framing when the settings name a registry (tests pass mock:// codecs).
-        self.codec = codec or Codec(settings.schema_registry_url, settings.registry_config())
+        if codec is None:
+            codec = Codec(settings.schema_registry_url, settings.registry_config())
+        self.codec = codec
 
     @property
     def results_topic(self) -> str:
@@ -84,8 +86,7 @@ class KafkaConnection:
         return {**self.settings.client_config(), "logger": LIBRDKAFKA_LOGGER, **(overrides or {})}
 
     def durable_producer(self, overrides: Mapping[str, Any] | None = None) -> Producer:
-        """An idempotent acks=all producer; deliveries time out after the settings' delivery
-        timeout."""
+        """An idempotent acks=all zstd producer; deliveries time out as the settings say."""
         durable = {**_DURABLE, "message.timeout.ms": self.settings.delivery_timeout_ms}
         return Producer(self.config({**durable, **(overrides or {})}))
 
