@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 from resultlog._jars import KAFKA_VERSION
 from resultlog.broker import LocalKafka, free_port
 from resultlog.producer.model_client import ModelClient
-from resultlog.producer.model_server import ModelServer
+from resultlog.producer.offline import ModelServer
 from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_specs

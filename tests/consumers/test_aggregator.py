@@ -18,7 +18,7 @@ from resultlog.consumers import fold, replay_run
 from resultlog.consumers._aggregator_state import AggregatorState
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.producer.model_client import ModelClient
-from resultlog.producer.model_server import Behavior, ModelServer
+from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.producer.runner import model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import (

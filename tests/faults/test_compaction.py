@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from resultlog.consumers import replay_all, replay_run
-from resultlog.producer import Behavior, KafkaResultStore, ModelServer
+from resultlog.producer import KafkaResultStore
+from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.schemas import Codec, RunKey, partition_for
 from resultlog.settings import Settings
 from tests.consumers.support import bare, expected

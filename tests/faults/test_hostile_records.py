@@ -28,7 +28,7 @@ from resultlog.consumers.dlq import (
     HEADER_SOURCE_PARTITION,
     HEADER_SOURCE_TOPIC,
 )
-from resultlog.producer import ModelServer
+from resultlog.producer.offline import ModelServer
 from resultlog.schemas import (
     Codec,
     RunKey,

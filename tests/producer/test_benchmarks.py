@@ -26,7 +26,7 @@ from resultlog.producer.benchmarks import (
 from resultlog.producer.context import sample_scope
 from resultlog.producer.errors import BenchmarkError, ModelError
 from resultlog.producer.model_client import ModelClient, classify_model_error
-from resultlog.producer.model_server import ModelServer, expected_outcome
+from resultlog.producer.offline import ModelServer, expected_outcome
 
 REPO = Path(__file__).resolve().parents[2]
 DIGEST = (

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from resultlog.producer.model_server import (
+from resultlog.producer.offline import (
     Behavior,
     ModelServer,
     expected_outcome,

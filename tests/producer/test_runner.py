@@ -9,12 +9,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from resultlog.consumers import fold, read_run_records
-from resultlog.producer._retry import WritePolicy
 from resultlog.producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith
 from resultlog.producer.errors import PersistenceError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient
-from resultlog.producer.model_server import Behavior, ModelServer
-from resultlog.producer.runner import RunResult, model_solver, run_benchmark
+from resultlog.producer.offline import Behavior, ModelServer
+from resultlog.producer.runner import RunResult, WritePolicy, model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore, NoopResultStore
 from resultlog.schemas import Codec, RunKey, SampleResult, ScoreValue, partition_for
 from resultlog.settings import Settings
