@@ -6,7 +6,7 @@ user whose random password lives only in the cluster directory (files of mode 06
 """
 
 from resultlog.broker._cluster import LocalKafka
-from resultlog.broker._jars import KAFKA_VERSION
+from resultlog.broker._jars import KAFKA_VERSION, fetch_maven_artifacts, user_cache_dir
 from resultlog.broker._processes import free_port, free_ports
 from resultlog.broker._scram import SCRAM_MECHANISM, sasl_users_from_env
 from resultlog.broker._state import default_kafka_dir
@@ -16,7 +16,9 @@ __all__ = [
     "SCRAM_MECHANISM",
     "LocalKafka",
     "default_kafka_dir",
+    "fetch_maven_artifacts",
     "free_port",
     "free_ports",
     "sasl_users_from_env",
+    "user_cache_dir",
 ]
