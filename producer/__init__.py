@@ -1,7 +1,5 @@
 """What a harness worker runs: result stores, request context, model client, runner."""
 
-from resultlog.producer._limited import limit_samples
-from resultlog.producer._retry import WritePolicy
 from resultlog.producer.benchmarks import (
     Benchmark,
     Sample,
@@ -18,20 +16,17 @@ from resultlog.producer.errors import (
     ProducerError,
     SolverError,
 )
-from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
-from resultlog.producer.model_server import Behavior, ModelServer
+from resultlog.producer.model_client import Completion, ModelClient
 from resultlog.producer.runner import Progress, RunResult, Solver, model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore, NoopResultStore, ResultStore
 
 __all__ = [
-    "Behavior",
     "Benchmark",
     "BenchmarkError",
     "Completion",
     "KafkaResultStore",
     "ModelClient",
     "ModelError",
-    "ModelServer",
     "NoopResultStore",
     "PersistenceError",
     "ProducerError",
@@ -43,11 +38,8 @@ __all__ = [
     "Solver",
     "SolverError",
     "StaticBenchmark",
-    "WritePolicy",
     "arith",
-    "classify_model_error",
     "current_sample",
-    "limit_samples",
     "load_jsonl",
     "model_solver",
     "resolve_benchmark",

@@ -13,18 +13,8 @@ from typing import Any
 from resultlog.producer._scorers import Scored
 from resultlog.producer.benchmarks import Sample
 from resultlog.producer.model_client import Completion
-from resultlog.schemas import (
-    Message,
-    RecordError,
-    RecordStatus,
-    RunKey,
-    SampleResult,
-    Score,
-    ScoreValue,
-    ToolCall,
-    Usage,
-    Worker,
-)
+from resultlog.schemas import RecordStatus, RunKey, SampleResult, ScoreValue, Worker
+from resultlog.schemas._types import TRUSTED_JSON
 
 __all__ = ["RunIdentity", "completed_record", "degraded_record"]
 
@@ -74,27 +64,18 @@ def completed_record(
     scored: Scored,
 ) -> SampleResult:
     """The record of a real evaluation."""
-    usage = None
-    if completion.usage is not None:
-        usage = Usage(
-            input_tokens=completion.usage.input_tokens,
-            output_tokens=completion.usage.output_tokens,
-            total_tokens=completion.usage.total_tokens,
-            reasoning_tokens=completion.usage.reasoning_tokens,
-            total_cost=completion.usage.cost or 0.0,
-        )
-    return SampleResult(
+    return _validated(
         **run.fields(sample, epoch),
         status=RecordStatus.COMPLETED,
-        score=Score(
-            value=ScoreValue(scored.value),
-            answer=scored.answer,
-            explanation=scored.explanation,
-            metrics=scored.metrics,
-        ),
-        messages=(*_prompt_messages(prompt), _assistant_message(completion)),
+        score={
+            "value": ScoreValue(scored.value),
+            "answer": scored.answer,
+            "explanation": scored.explanation,
+            "metrics": scored.metrics,
+        },
+        messages=[*map(_prompt_message, prompt), _assistant_message(completion)],
         generation_ids=(completion.generation_id,) if completion.generation_id else (),
-        usage=usage,
+        usage=_usage(completion),
         generation_time_ms=completion.elapsed_ms,
     )
 
@@ -110,50 +91,67 @@ def degraded_record(
     http_status: int | None,
 ) -> SampleResult:
     """The record of an outcome synthesized from an error; it carries no usage."""
-    return SampleResult(
+    return _validated(
         **run.fields(sample, epoch),
         status=RecordStatus.DEGRADED,
-        score=Score(value=value, explanation=f"degraded: {message}"),
-        error=RecordError(kind=kind, message=message, http_status=http_status),
+        score={"value": value, "explanation": f"degraded: {message}"},
+        error={"kind": kind, "message": message, "http_status": http_status},
     )
 
 
-def _prompt_messages(prompt: Sequence[Mapping[str, Any]]) -> tuple[Message, ...]:
-    return tuple(_prompt_message(message) for message in prompt)
+def _validated(**fields: Any) -> SampleResult:
+    """The record, validated in one pass with its nested parts."""
+    # Every JSON-text field was made here by json.dumps or checked by _json_text: the
+    # decoder's trusted context spares parsing each one a second time.
+    return SampleResult.model_validate(fields, context=TRUSTED_JSON)
 
 
-def _prompt_message(message: Mapping[str, Any]) -> Message:
+def _usage(completion: Completion) -> dict[str, Any] | None:
+    usage = completion.usage
+    if usage is None:
+        return None
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "total_cost": usage.cost or 0.0,
+    }
+
+
+def _prompt_message(message: Mapping[str, Any]) -> dict[str, Any]:
     """A prompt message: text content as is, structured parts (images, ...) as JSON text."""
     content = message.get("content")
     parts = None if content is None or isinstance(content, str) else content
-    return Message(
-        role=str(message["role"]),
-        content=content if isinstance(content, str) else None,
-        content_parts=json.dumps(parts, sort_keys=True) if parts is not None else None,
-        tool_call_id=message.get("tool_call_id"),
-    )
+    return {
+        "role": str(message["role"]),
+        "content": content if isinstance(content, str) else None,
+        "content_parts": json.dumps(parts, sort_keys=True) if parts is not None else None,
+        "tool_call_id": message.get("tool_call_id"),
+    }
 
 
-def _assistant_message(completion: Completion) -> Message:
-    calls = tuple(
-        ToolCall(
-            id=str(call.get("id", "")),
-            name=str(call.get("function", {}).get("name") or "unknown"),
-            arguments=_json_text(call.get("function", {}).get("arguments")),
-        )
+def _assistant_message(completion: Completion) -> dict[str, Any]:
+    calls = [
+        {
+            "id": str(call.get("id", "")),
+            "name": str(call.get("function", {}).get("name") or "unknown"),
+            "arguments": _json_text(call.get("function", {}).get("arguments")),
+        }
         for call in completion.tool_calls or ()
         if isinstance(call, dict)
-    )
-    return Message(
-        role="assistant",
-        content=completion.text,
-        tool_calls=calls,
-        reasoning=completion.reasoning,
-        model=completion.model,
-    )
+    ]
+    return {
+        "role": "assistant",
+        "content": completion.text,
+        "tool_calls": calls,
+        "reasoning": completion.reasoning,
+        "model": completion.model,
+    }
 
 
 def _json_text(arguments: Any) -> str:
+    """Tool-call arguments as JSON text: well-formed text as is, anything else encoded."""
     if isinstance(arguments, str):
         try:
             json.loads(arguments)

@@ -1,4 +1,4 @@
-"""Benchmarks: samples, prompts and scoring; the built-in `arith` and JSONL files."""
+"""Benchmarks: samples, prompts and scoring; the built-in `arith`, JSONL files, limits."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ __all__ = [
     "arith",
     "exact_match",
     "extract_final_number",
+    "limit_samples",
     "load_jsonl",
     "normalize_answer",
     "numeric_match",
@@ -115,6 +116,38 @@ def arith() -> StaticBenchmark:
         for i, expr in enumerate(generate_expressions(ARITH_SIZE, ARITH_SEED))
     )
     return StaticBenchmark("arith", items, numeric_match, _ARITH_SYSTEM)
+
+
+@dataclass(frozen=True)
+class _Limited:
+    """The first `limit` samples of a benchmark; its dataset is those samples."""
+
+    inner: Benchmark
+    limit: int
+
+    @property
+    def name(self) -> str:
+        """The inner benchmark's name: a limited run is still a run of that benchmark."""
+        return self.inner.name
+
+    def samples(self) -> Sequence[Sample]:
+        """The first `limit` samples."""
+        return self.inner.samples()[: self.limit]
+
+    def messages(self, sample: Sample) -> list[dict[str, Any]]:
+        """The inner benchmark's prompt."""
+        return self.inner.messages(sample)
+
+    def score(self, sample: Sample, completion_text: str) -> Scored:
+        """The inner benchmark's scorer."""
+        return self.inner.score(sample, completion_text)
+
+
+def limit_samples(benchmark: Benchmark, limit: int) -> Benchmark:
+    """The benchmark restricted to its first `limit` samples (`resultlog run --limit N`)."""
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    return _Limited(benchmark, limit)
 
 
 BUILTIN_BENCHMARKS: dict[str, Callable[[], Benchmark]] = {"arith": arith}

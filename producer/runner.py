@@ -17,7 +17,7 @@ from resultlog.producer.model_client import Completion, ModelClient, classify_mo
 from resultlog.producer.store import NoopResultStore, ResultStore
 from resultlog.schemas import ResultLogError, RunKey, RunSummary, SampleResult, ScoreValue
 
-__all__ = ["Progress", "RunResult", "Solver", "model_solver", "run_benchmark"]
+__all__ = ["Progress", "RunResult", "Solver", "WritePolicy", "model_solver", "run_benchmark"]
 
 log = logging.getLogger(__name__)
 

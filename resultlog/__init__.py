@@ -1,1 +1,1 @@
-"""resultlog resultlog package."""
+"""An event-sourced results log on Kafka for LLM evaluation harnesses."""

@@ -19,14 +19,14 @@ from resultlog.producer import (
     Benchmark,
     KafkaResultStore,
     ModelClient,
-    ModelServer,
     RunResult,
-    limit_samples,
-    model_server,
     model_solver,
+    offline,
     resolve_benchmark,
     run_benchmark,
 )
+from resultlog.producer.benchmarks import limit_samples
+from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
 
 __all__ = ["register"]
@@ -54,8 +54,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     status.set_defaults(handler=status_command)
 
     server = commands.add_parser("model-server", help="serve the offline model until stopped")
-    model_server.add_arguments(server)
-    server.set_defaults(handler=model_server.serve)
+    offline.add_arguments(server)
+    server.set_defaults(handler=offline.serve)
 
 
 def _run_key_arguments(parser: argparse.ArgumentParser) -> None:

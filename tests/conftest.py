@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from resultlog._jars import KAFKA_VERSION
-from resultlog.broker import LocalKafka, free_port
+from resultlog.broker import KAFKA_VERSION, LocalKafka, free_port
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.model_client import ModelClient
-from resultlog.producer.model_server import ModelServer
+from resultlog.producer.offline import ModelServer
 from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics

@@ -20,7 +20,7 @@ from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.model_client import ModelClient
-from resultlog.producer.model_server import Behavior, ModelServer
+from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.producer.runner import model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import (

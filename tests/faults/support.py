@@ -31,11 +31,11 @@ from resultlog.producer import (
     Progress,
     RunResult,
     StaticBenchmark,
-    WritePolicy,
     arith,
     model_solver,
     run_benchmark,
 )
+from resultlog.producer.runner import WritePolicy
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 from resultlog.settings import Settings
 from tests.factories import cli_env_for as env_for

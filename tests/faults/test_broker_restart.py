@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import pytest
 
 from resultlog.broker import LocalKafka
-from resultlog.producer import ModelServer, PersistenceError, Progress
-from resultlog.producer.model_server import is_expected_degraded
+from resultlog.producer import PersistenceError, Progress
+from resultlog.producer.offline import ModelServer, is_expected_degraded
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from tests.consumers.support import bare, expected

@@ -16,7 +16,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
 
 from resultlog.broker import LocalKafka
-from resultlog.producer import ModelServer, Progress
+from resultlog.producer import Progress
+from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
 from tests.consumers.support import bare, expected
 from tests.faults.conftest import make_settings

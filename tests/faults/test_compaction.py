@@ -17,7 +17,8 @@ import pytest
 
 from resultlog.consumers import replay_all, replay_run
 from resultlog.kafka import KafkaConnection
-from resultlog.producer import Behavior, KafkaResultStore, ModelServer
+from resultlog.producer import KafkaResultStore
+from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.schemas import RunKey, partition_for
 from resultlog.settings import Settings
 from tests.consumers.support import bare, expected

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from resultlog.producer import ModelServer
+from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from tests.consumers.support import path

@@ -29,7 +29,7 @@ from resultlog.consumers.dlq import (
     HEADER_SOURCE_TOPIC,
 )
 from resultlog.kafka import KafkaConnection
-from resultlog.producer import ModelServer
+from resultlog.producer.offline import ModelServer
 from resultlog.schemas import (
     Codec,
     RunKey,

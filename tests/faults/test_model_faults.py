@@ -13,8 +13,8 @@ import pytest
 
 from resultlog.consumers import read_run_records
 from resultlog.kafka import KafkaConnection
-from resultlog.producer import Behavior, ModelError, ModelServer
-from resultlog.producer.model_server import Fault
+from resultlog.producer import ModelError
+from resultlog.producer.offline import Behavior, Fault, ModelServer
 from resultlog.schemas import RunKey, SampleResult, ScoreValue
 from resultlog.settings import Settings
 from tests.faults.support import MODEL, cli, report, run_once, small_bench

@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from resultlog.producer import ModelServer
+from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey, encode_key, encode_run_key, partition_for, run_key_prefix
 from resultlog.settings import Settings
 from tests.consumers.support import bare, expected, path

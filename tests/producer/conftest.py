@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from resultlog.producer.model_client import ModelClient
-from resultlog.producer.model_server import ModelServer, Outcome, expected_outcome
+from resultlog.producer.offline import ModelServer, Outcome, expected_outcome
 
 
 @pytest.fixture

@@ -15,14 +15,14 @@ from resultlog.kafka import KafkaConnection
 from resultlog.producer import (
     KafkaResultStore,
     ModelClient,
-    ModelServer,
     PersistenceError,
     Progress,
-    WritePolicy,
     model_solver,
     run_benchmark,
 )
 from resultlog.producer.benchmarks import StaticBenchmark, arith
+from resultlog.producer.offline import ModelServer
+from resultlog.producer.runner import WritePolicy
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics

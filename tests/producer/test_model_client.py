@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from resultlog.producer.context import sample_scope
 from resultlog.producer.errors import ModelError
 from resultlog.producer.model_client import ModelClient, classify_model_error
-from resultlog.producer.model_server import Behavior, ModelServer, generation_id
+from resultlog.producer.offline import Behavior, ModelServer, generation_id
 from tests.producer.conftest import pair_with
 
 MODEL = "offline/arith"

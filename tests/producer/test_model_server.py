@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from resultlog.producer.model_server import (
+from resultlog.producer.offline import (
     Behavior,
     ModelServer,
     expected_outcome,
@@ -62,6 +62,23 @@ def test_answers_the_arithmetic_in_the_last_user_message(offline_server: ModelSe
         )
     assert (status, text) == (200, "The answer is 42.")
     assert gen_id == generation_id(pair_with("correct"), 0)
+
+
+@pytest.mark.parametrize(
+    ("expr", "answer"),
+    [
+        ("2 + 3 * 4", "The answer is 14."),
+        ("10 - 4 - 3", "The answer is 3."),
+        ("-5 * 3 + 1", "The answer is -14."),
+        ("007 + 1", "The answer is 8."),
+        ("1 + 1, no: 20 * 3 - 7", "The answer is 53."),
+        ("the capital of France", "I don't know."),
+    ],
+)
+def test_answers_known_expressions(offline_server: ModelServer, expr: str, answer: str) -> None:
+    with httpx.Client() as client:
+        reply = chat(client, offline_server.base_url, pair_with("correct"), expr=expr)
+    assert outcome_of(reply)[:2] == (200, answer)
 
 
 def test_wrong_answers_are_wrong(offline_server: ModelServer) -> None:

@@ -10,12 +10,11 @@ from confluent_kafka import Consumer, TopicPartition
 
 from resultlog.consumers import RunRecords, fold, read_run_records
 from resultlog.kafka import KafkaConnection
-from resultlog.producer._retry import WritePolicy
 from resultlog.producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith
 from resultlog.producer.errors import PersistenceError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient
-from resultlog.producer.model_server import Behavior, ModelServer
-from resultlog.producer.runner import RunResult, model_solver, run_benchmark
+from resultlog.producer.offline import Behavior, ModelServer
+from resultlog.producer.runner import RunResult, WritePolicy, model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore, NoopResultStore
 from resultlog.schemas import (
     Codec,

@@ -1,8 +1,8 @@
 """Start a real Confluent-compatible schema registry (Apicurio Registry 3, in-memory) for tests.
 
 The distribution is the `all` tar.gz that Apicurio publishes on Maven Central next to
-`io.apicurio:apicurio-registry-app`; it is fetched once with `mvn dependency:get` and
-unpacked under the user cache. Apicurio 3 needs Java 21 or newer.
+`io.apicurio:apicurio-registry-app`; it is copied once out of Maven, wherever the local Maven
+repository is, and unpacked under the user cache. Apicurio 3 needs Java 21 or newer.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from resultlog.broker import fetch_maven_artifacts, user_cache_dir
+
 VERSION = "3.3.3"
 ARTIFACT = f"io.apicurio:apicurio-registry-app:{VERSION}:tar.gz:all"
-_TARBALL = Path(
-    "io/apicurio/apicurio-registry-app", VERSION, f"apicurio-registry-app-{VERSION}-all.tar.gz"
-)
+_TARBALL = f"apicurio-registry-app-{VERSION}-all.tar.gz"
 _LISTENING = re.compile(r"Listening on: http://127\.0\.0\.1:(\d+)")
 _JAVA_VERSION = re.compile(r'version "(\d+)')
 _MIN_JAVA = 21
@@ -40,29 +40,7 @@ class ApicurioRegistry:
 
 def _cache_dir() -> Path:
     """Where the unpacked distribution is kept between runs."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "resultlog" / f"apicurio-registry-{VERSION}"
-
-
-def _maven_repo() -> Path:
-    """The local Maven repository."""
-    return Path.home() / ".m2" / "repository"
-
-
-def _tarball() -> Path:
-    """The distribution tarball, fetched from Maven Central when the local repo lacks it."""
-    path = _maven_repo() / _TARBALL
-    if not path.exists():
-        command = [
-            "mvn",
-            "-q",
-            "-B",
-            "dependency:get",
-            f"-Dartifact={ARTIFACT}",
-            "-Dtransitive=false",
-        ]
-        subprocess.run(command, check=True, timeout=900, capture_output=True)
-    return path
+    return user_cache_dir() / f"apicurio-registry-{VERSION}"
 
 
 def distribution() -> Path:
@@ -72,9 +50,12 @@ def distribution() -> Path:
     if (home / "quarkus-run.jar").exists() or override:
         return home
     home.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=home.parent, prefix=".unpack-"))
-    with tarfile.open(_tarball()) as archive:
-        archive.extractall(staging, filter="data")
+    # The tarball's copy is dropped once unpacked: the distribution is all that is kept.
+    with tempfile.TemporaryDirectory(dir=home.parent, prefix=".download-") as download:
+        fetched = fetch_maven_artifacts([ARTIFACT], Path(download) / "maven", transitive=False)
+        staging = Path(tempfile.mkdtemp(dir=home.parent, prefix=".unpack-"))
+        with tarfile.open(fetched / _TARBALL) as archive:
+            archive.extractall(staging, filter="data")
     try:
         staging.rename(home)
     except OSError:  # another process unpacked it first

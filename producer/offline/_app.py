@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Literal, NamedTuple
 
-from resultlog.producer._http11 import HttpReply, HttpRequest
-from resultlog.producer._offline_model import (
+from resultlog.producer.offline._http11 import HttpReply, HttpRequest
+from resultlog.producer.offline._model import (
     MODEL_ID,
     answer_text,
     completion_body,

@@ -13,12 +13,12 @@ from typing import Literal
 
 import h11
 
-__all__ = ["BACKLOG", "Http11Server", "HttpReply", "HttpRequest", "NetworkFault"]
+__all__ = ["Http11Server", "HttpReply", "HttpRequest", "NetworkFault", "listen"]
 
 NetworkFault = Literal["reset", "close"]
 # A burst of concurrent connects beyond the backlog has SYNs dropped and retried after
 # a second, which a client sees as connect timeouts.
-BACKLOG = 1024
+_BACKLOG = 1024
 _MAX_BODY = 16 * 1024 * 1024
 _READ_SIZE = 64 * 1024
 
@@ -46,6 +46,12 @@ class HttpReply:
 Handler = Callable[[HttpRequest], Awaitable[HttpReply]]
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: the OS chooses), IPv4 or IPv6."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=_BACKLOG)
+
+
 class Http11Server:
     """Serves keep-alive HTTP/1.1 on a listening socket, one task per connection."""
 
@@ -56,7 +62,7 @@ class Http11Server:
 
     async def start(self, sock: socket.socket) -> None:
         """Start accepting connections on an already bound, listening socket."""
-        self._server = await asyncio.start_server(self._connection, sock=sock, backlog=BACKLOG)
+        self._server = await asyncio.start_server(self._connection, sock=sock, backlog=_BACKLOG)
 
     async def close(self) -> None:
         """Stop accepting, abort in-flight connections (hanging handlers too) and wait."""

@@ -1,17 +1,8 @@
-"""Embedded offline model server: OpenAI chat-completions on loopback, outcomes by hash.
-
-Each (sample_id, epoch), read from the request's `x_bench` (or a hash of the prompt when
-absent), gets a stable outcome: mostly the right answer to the arithmetic in the last
-user message, some wrong, a fixed few a persistent 429 or 500. Tests can override the
-behaviour per pair and read the request log.
-"""
+"""The embedded offline model server: serves on its own thread and event loop."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import os
-import signal
 import socket
 import threading
 from collections import Counter
@@ -19,30 +10,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from resultlog.producer._http11 import BACKLOG, Http11Server
-from resultlog.producer._offline_app import App, Behavior, Config, Fault, LoggedRequest, State
-from resultlog.producer._offline_model import (
+from resultlog.producer.offline._app import App, Behavior, Config, LoggedRequest, State
+from resultlog.producer.offline._http11 import Http11Server, listen
+from resultlog.producer.offline._model import (
     DEFAULT_ERROR_RATE,
     DEFAULT_SEED,
     DEFAULT_WRONG_RATE,
     Outcome,
     expected_outcome,
-    generation_id,
-    is_expected_degraded,
 )
 
-__all__ = [
-    "Behavior",
-    "Fault",
-    "LoggedRequest",
-    "ModelServer",
-    "Outcome",
-    "add_arguments",
-    "expected_outcome",
-    "generation_id",
-    "is_expected_degraded",
-    "serve",
-]
+__all__ = ["ModelServer"]
 
 
 class ModelServer:
@@ -119,7 +97,7 @@ class ModelServer:
         """Bind the socket, start serving on a background thread and wait until ready."""
         if self._thread is not None:
             raise RuntimeError("server already started")
-        sock = _listen(self.host, self._port)
+        sock = listen(self.host, self._port)
         self._port = sock.getsockname()[1]
         if self._log_path is not None:
             self._state.open_log(self._log_path.open("a", encoding="utf-8"))
@@ -172,59 +150,3 @@ class ModelServer:
             await self._stopped.wait()
         finally:
             await server.close()
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `resultlog model-server`."""
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 lets the OS choose")
-    parser.add_argument("--port-file", type=Path, help="write the bound port here")
-    parser.add_argument("--request-log", type=Path, help="append one JSON line per request")
-    parser.add_argument("--latency-ms", type=float, default=5.0)
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--error-rate", type=float, default=DEFAULT_ERROR_RATE)
-    parser.add_argument("--wrong-rate", type=float, default=DEFAULT_WRONG_RATE)
-
-
-def serve(args: argparse.Namespace) -> int:
-    """Serve in the foreground until SIGTERM/SIGINT (`resultlog model-server`)."""
-    config = Config(args.latency_ms / 1000, args.seed, args.error_rate, args.wrong_rate)
-    asyncio.run(_serve_until_signal(args.host, args.port, config, args.port_file, args.request_log))
-    return 0
-
-
-async def _serve_until_signal(
-    host: str, port: int, config: Config, port_file: Path | None, request_log: Path | None
-) -> None:
-    """Serve in the main thread until a termination signal arrives."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    sock = _listen(host, port)
-    bound = sock.getsockname()[1]
-    log_file = request_log.open("a", encoding="utf-8") if request_log is not None else None
-    state = State(log_file)
-    server = Http11Server(App(config, state))
-    await server.start(sock)
-    if port_file is not None:
-        _write_atomically(port_file, f"{bound}\n")
-    print(f"offline model server at http://{host}:{bound}/v1", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        await server.close()
-        state.close_log()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (port 0: the OS chooses), IPv4 or IPv6."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, backlog=BACKLOG)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write a file so that a reader sees either nothing or the whole content."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

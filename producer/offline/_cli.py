@@ -1,0 +1,65 @@
+"""`resultlog model-server`: the offline model server in the foreground until a signal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from resultlog.producer.offline._app import App, Config, State
+from resultlog.producer.offline._http11 import Http11Server, listen
+from resultlog.producer.offline._model import DEFAULT_ERROR_RATE, DEFAULT_SEED, DEFAULT_WRONG_RATE
+
+__all__ = ["add_arguments", "serve"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `resultlog model-server`."""
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 lets the OS choose")
+    parser.add_argument("--port-file", type=Path, help="write the bound port here")
+    parser.add_argument("--request-log", type=Path, help="append one JSON line per request")
+    parser.add_argument("--latency-ms", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--error-rate", type=float, default=DEFAULT_ERROR_RATE)
+    parser.add_argument("--wrong-rate", type=float, default=DEFAULT_WRONG_RATE)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Serve in the foreground until SIGTERM/SIGINT (`resultlog model-server`)."""
+    config = Config(args.latency_ms / 1000, args.seed, args.error_rate, args.wrong_rate)
+    asyncio.run(_serve_until_signal(args.host, args.port, config, args.port_file, args.request_log))
+    return 0
+
+
+async def _serve_until_signal(
+    host: str, port: int, config: Config, port_file: Path | None, request_log: Path | None
+) -> None:
+    """Serve in the main thread until a termination signal arrives."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    sock = listen(host, port)
+    bound = sock.getsockname()[1]
+    log_file = request_log.open("a", encoding="utf-8") if request_log is not None else None
+    state = State(log_file)
+    server = Http11Server(App(config, state))
+    await server.start(sock)
+    if port_file is not None:
+        _write_atomically(port_file, f"{bound}\n")
+    print(f"offline model server at http://{host}:{bound}/v1", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.close()
+        state.close_log()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write a file so that a reader sees either nothing or the whole content."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,83 @@
+"""What a local cluster's directory records: its id, nodes, ports and SASL set-up."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from resultlog.broker._jars import KAFKA_VERSION
+
+__all__ = [
+    "ClusterState",
+    "Node",
+    "default_kafka_dir",
+    "new_cluster_id",
+    "read_state",
+    "write_private",
+    "write_state",
+]
+
+
+def default_kafka_dir() -> Path:
+    """Where `kafka up` keeps its data when no --dir is given."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "resultlog" / "kafka"
+
+
+@dataclass
+class Node:
+    """One combined broker+controller node and its two loopback ports."""
+
+    node_id: int
+    port: int
+    controller_port: int
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@dataclass
+class ClusterState:
+    """The cluster as configured, kept in cluster.json."""
+
+    cluster_id: str
+    nodes: list[Node] = field(default_factory=list)
+    version: str = KAFKA_VERSION
+    sasl_users: list[str] = field(default_factory=list)  # names only, never passwords
+    # The brokers' own SCRAM password; None for a PLAINTEXT cluster.
+    internal_secret: str | None = field(default=None, repr=False)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.address for node in self.nodes)
+
+
+def read_state(path: Path) -> ClusterState:
+    """The cluster state saved in `path`."""
+    raw = json.loads(path.read_text())
+    nodes = [Node(**n) for n in raw.pop("nodes")]
+    return ClusterState(nodes=nodes, **raw)
+
+
+def write_state(path: Path, state: ClusterState) -> None:
+    """Save the cluster state to `path`, readable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_private(path, json.dumps(asdict(state), indent=2))
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner may read (it may hold the internal SASL password)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(text)
+    os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT
+
+
+def new_cluster_id() -> str:
+    """A fresh KRaft cluster id (a base64url UUID without padding)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

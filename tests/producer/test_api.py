@@ -1,0 +1,62 @@
+"""The producer's public surface: the worker's domain API, the offline model apart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from resultlog import producer
+from resultlog.producer import offline
+
+WORKER_API = {
+    # result stores
+    "KafkaResultStore",
+    "NoopResultStore",
+    "ResultStore",
+    # request context
+    "SampleContext",
+    "current_sample",
+    "sample_scope",
+    # model client
+    "Completion",
+    "ModelClient",
+    # runner
+    "Progress",
+    "RunResult",
+    "Solver",
+    "model_solver",
+    "run_benchmark",
+    # benchmarks
+    "Benchmark",
+    "Sample",
+    "StaticBenchmark",
+    "arith",
+    "load_jsonl",
+    "resolve_benchmark",
+    # errors
+    "BenchmarkError",
+    "ModelError",
+    "PersistenceError",
+    "ProducerError",
+    "SolverError",
+}
+
+
+def test_the_package_exports_the_worker_api_and_nothing_else() -> None:
+    assert set(producer.__all__) == WORKER_API
+
+
+def test_the_offline_model_exports_the_server_its_behaviours_and_the_cli_hooks() -> None:
+    assert {"ModelServer", "Behavior", "add_arguments", "serve"} <= set(offline.__all__)
+    assert not set(offline.__all__) & WORKER_API
+    assert callable(offline.add_arguments) and callable(offline.serve)
+
+
+def test_importing_the_producer_loads_neither_the_offline_model_nor_h11() -> None:
+    code = (
+        "import sys, resultlog.producer; "
+        "print(sorted(m for m in sys.modules"
+        " if m == 'h11' or m.startswith('resultlog.producer.offline')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
