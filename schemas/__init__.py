@@ -6,6 +6,7 @@ from resultlog.schemas.codec import Codec, WireFormat
 from resultlog.schemas.errors import (
     DecodeError,
     KeyDecodeError,
+    OutOfRangeError,
     RegistryError,
     ResultLogError,
     SchemaError,
@@ -13,6 +14,7 @@ from resultlog.schemas.errors import (
     UnknownSchemaError,
 )
 from resultlog.schemas.keys import (
+    RecordId,
     decode_key,
     decode_run_key,
     encode_key,
@@ -21,6 +23,7 @@ from resultlog.schemas.keys import (
     run_key_prefix,
 )
 from resultlog.schemas.models import (
+    Harness,
     Message,
     RecordError,
     RecordStatus,
@@ -40,10 +43,13 @@ __all__ = [
     "AsOf",
     "Codec",
     "DecodeError",
+    "Harness",
     "InvalidRunKeyError",
     "KeyDecodeError",
     "Message",
+    "OutOfRangeError",
     "RecordError",
+    "RecordId",
     "RecordStatus",
     "RegistryError",
     "ResultLogError",

@@ -62,7 +62,27 @@ def _utc_millis(value: datetime) -> datetime:
 Count = Annotated[int, Strict(), Field(ge=0, le=_MAX_LONG)]
 """A non-negative Avro long; bools and numeric strings are refused."""
 
-PositiveCount = Annotated[int, Strict(), Field(ge=1, le=_MAX_LONG)]
+# Rule 9 of DESIGN.md: every number a reader sums is bounded so that its sum over 2^31
+# records still fits an Avro long (2^31 x 2^32 = 2^63) or a double with room to spare.
+# Refused when a record is built; dead-lettered as out_of_range when a reader meets one.
+MAX_RECORDS_SUMMED: Final = 2**31
+MAX_INDEX: Final = 2**31 - 1
+MAX_TOKENS: Final = 2**32 - 1
+MAX_MILLIS: Final = 2**32 - 1
+MAX_COST_USD: Final = 1e6
+MAX_METRIC: Final = 1e12
+
+Index = Annotated[int, Strict(), Field(ge=0, le=MAX_INDEX)]
+"""A sample index, epoch, dataset size, chunk index or attempt count."""
+
+PositiveIndex = Annotated[int, Strict(), Field(ge=1, le=MAX_INDEX)]
+Tokens = Annotated[int, Strict(), Field(ge=0, le=MAX_TOKENS)]
+Millis = Annotated[int, Strict(), Field(ge=0, le=MAX_MILLIS)]
+Cost = Annotated[float, Field(ge=0.0, le=MAX_COST_USD, allow_inf_nan=False)]
+"""US dollars of one record."""
+
+MetricValue = Annotated[float, Field(ge=-MAX_METRIC, le=MAX_METRIC, allow_inf_nan=False)]
+UnitInterval = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 HttpStatus = Annotated[int, Strict(), Field(ge=100, le=599)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 JsonText = Annotated[str, AfterValidator(_json_text)]
@@ -74,19 +94,33 @@ Timestamp = Annotated[AwareDatetime, AfterValidator(_utc_millis)]
 """A timezone-aware instant, normalised to UTC with millisecond precision."""
 
 Metrics = dict[str, Real]
+RecordMetrics = dict[str, MetricValue]
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_COST_USD",
+    "MAX_INDEX",
+    "MAX_METRIC",
+    "MAX_MILLIS",
+    "MAX_RECORDS_SUMMED",
+    "MAX_TOKENS",
     "SUPPORTED_FORMAT_VERSIONS",
     "TRUSTED_JSON",
+    "Cost",
     "Count",
     "Frozen",
     "HttpStatus",
+    "Index",
     "JsonText",
+    "MetricValue",
     "Metrics",
+    "Millis",
     "NonEmptyStr",
     "NonNegativeReal",
-    "PositiveCount",
+    "PositiveIndex",
     "Real",
+    "RecordMetrics",
     "Timestamp",
+    "Tokens",
+    "UnitInterval",
 ]

@@ -24,6 +24,7 @@ from resultlog.schemas._registry import Registry, SchemaNotFoundError
 from resultlog.schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
 from resultlog.schemas.errors import (
     DecodeError,
+    OutOfRangeError,
     SchemaError,
     UnknownFormatVersionError,
     UnknownSchemaError,
@@ -37,10 +38,14 @@ _SINGLE_OBJECT_HEADER = 10
 _REGISTRY_HEADER = 5
 
 ModelT = TypeVar("ModelT", SampleResult, RunSummary)
+# pydantic error types that mean "a number outside its bounds" (DESIGN rule 9).
+_BOUND_ERRORS = frozenset(
+    {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
+)
 
 
 class Where(NamedTuple):
-    """Where a value was read, as far as the caller knows."""
+    """Where bytes were read from, as far as the caller knows."""
 
     topic: str | None
     partition: int | None
@@ -127,8 +132,11 @@ class _RecordCodec(Generic[ModelT]):
         try:
             return cast(ModelT, self._validate(datum, context=TRUSTED_JSON))
         except ValidationError as exc:
+            out_of_range = all(error["type"] in _BOUND_ERRORS for error in exc.errors())
             reason = f"{self.name} violates the contract: {exc}"
-            raise _fail(DecodeError, reason, raw, where) from exc
+            raise _fail(
+                OutOfRangeError if out_of_range else DecodeError, reason, raw, where
+            ) from exc
 
     def _writer(
         self, raw: bytes, registry: Registry | None, where: Where

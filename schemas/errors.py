@@ -62,3 +62,7 @@ class UnknownFormatVersionError(DecodeError):
 
 class UnknownSchemaError(DecodeError):
     """A value names a writer schema (fingerprint or registry id) this reader cannot find."""
+
+
+class OutOfRangeError(DecodeError):
+    """A record decodes but a number in it is outside the contract's bounds (DESIGN rule 9)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from typing import NamedTuple
 from urllib.parse import quote, unquote_to_bytes
 
 from resultlog.schemas.errors import KeyDecodeError
@@ -15,6 +16,14 @@ _MAX_LONG = 2**63 - 1
 # A canonical part: only RFC 3986 unreserved bytes and upper-case %XX escapes.
 _PART = re.compile(r"(?:[A-Za-z0-9\-._~]|%[0-9A-F]{2})+")
 _INDEX = re.compile(r"0|[1-9][0-9]*")
+
+
+class RecordId(NamedTuple):
+    """What a sample-results key names: one (sample, epoch) of one run key."""
+
+    run_key: RunKey
+    sample_index: int
+    epoch: int
 
 
 def _quote(part: str) -> str:
@@ -41,7 +50,7 @@ def encode_key(run_key: RunKey, sample_index: int, epoch: int) -> bytes:
     return run_key_prefix(run_key) + f"{sample_index}/{epoch}".encode("ascii")
 
 
-def decode_key(raw: bytes) -> tuple[RunKey, int, int]:
+def decode_key(raw: bytes) -> RecordId:
     """Parse a sample-results key into (run key, sample_index, epoch)."""
     parts = _split(raw, 5)
     try:
@@ -49,7 +58,7 @@ def decode_key(raw: bytes) -> tuple[RunKey, int, int]:
         run_key = _cached_run_key(_SEP.join(parts[:3]))
     except KeyDecodeError as exc:
         raise KeyDecodeError(exc.reason, bytes(raw)) from exc.__cause__
-    return run_key, _index(raw, "sample_index", parts[3]), _index(raw, "epoch", parts[4])
+    return RecordId(run_key, _index(raw, "sample_index", parts[3]), _index(raw, "epoch", parts[4]))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -8,18 +8,25 @@ from typing import Literal, Self
 from pydantic import Field, model_validator
 
 from resultlog.schemas._types import (
+    Cost,
     Count,
     Frozen,
     HttpStatus,
+    Index,
     JsonText,
-    Metrics,
+    Millis,
     NonEmptyStr,
-    NonNegativeReal,
-    PositiveCount,
+    PositiveIndex,
+    RecordMetrics,
     Timestamp,
+    Tokens,
+    UnitInterval,
 )
 from resultlog.schemas.keys import encode_key
 from resultlog.schemas.runkey import RunKey
+
+MAX_HARNESS_PAYLOAD = 512 * 1024
+"""Bytes of a compressed harness payload at most, so a record stays well under a message."""
 
 
 class ScoreValue(StrEnum):
@@ -41,9 +48,10 @@ class Score(Frozen):
     """The scorer's verdict on one (sample, epoch)."""
 
     value: ScoreValue
+    numeric: UnitInterval | None = None
+    metrics: RecordMetrics = Field(default_factory=dict)
     answer: str | None = None
     explanation: str = ""
-    metrics: Metrics = Field(default_factory=dict)
     trajectory: JsonText | None = None
 
 
@@ -65,16 +73,18 @@ class Message(Frozen):
     tool_call_id: str | None = None
     reasoning: str | None = None
     model: str | None = None
+    reasoning_details: JsonText | None = None
+    citations: JsonText | None = None
 
 
 class Usage(Frozen):
     """Token usage and cost of one (sample, epoch)."""
 
-    input_tokens: Count
-    output_tokens: Count
-    total_tokens: Count
-    reasoning_tokens: Count = 0
-    total_cost: NonNegativeReal = 0.0
+    input_tokens: Tokens
+    output_tokens: Tokens
+    total_tokens: Tokens
+    reasoning_tokens: Tokens = 0
+    total_cost: Cost = 0.0
 
 
 class RecordError(Frozen):
@@ -83,6 +93,13 @@ class RecordError(Frozen):
     kind: NonEmptyStr
     message: str
     http_status: HttpStatus | None = None
+
+
+class Harness(Frozen):
+    """The evaluation harness that produced a record (e.g. inspect_ai)."""
+
+    name: NonEmptyStr
+    version: str
 
 
 class Worker(Frozen):
@@ -97,28 +114,35 @@ class SampleResult(Frozen):
 
     format_version: Literal[1] = 1
     run_id: NonEmptyStr
-    chunk_id: str | None = None
-    chunk_index: Count | None = None
     benchmark_id: NonEmptyStr
     model: NonEmptyStr
+    sample_index: Index
+    epoch: Index
     sample_id: NonEmptyStr
-    sample_index: Count
-    epoch: Count
-    epochs: PositiveCount
-    dataset_size: Count | None = None
     status: RecordStatus
+    created_at: Timestamp
+    epochs: PositiveIndex
+    dataset_size: Index | None = None
+    usage: Usage | None = None
+    generation_time_ms: Millis | None = None
+    attempts: Index | None = None
+    spent_cost: Cost | None = None
+    config_fingerprint: NonEmptyStr | None = None
     score: Score
+    error: RecordError | None = None
+    chunk_id: str | None = None
+    chunk_index: Index | None = None
+    worker: Worker | None = None
+    generation_ids: tuple[str, ...] = ()
+    target: str | None = None
+    input: str
     messages: tuple[Message, ...] = ()
     response_items: JsonText | None = None
-    generation_ids: tuple[str, ...] = ()
     metadata: JsonText | None = None
-    input: str
-    target: str | None = None
-    usage: Usage | None = None
-    generation_time_ms: Count | None = None
-    error: RecordError | None = None
-    worker: Worker | None = None
-    created_at: Timestamp
+    truncated: JsonText | None = None
+    config: JsonText | None = None
+    harness: Harness | None = None
+    harness_payload: bytes | None = Field(default=None, max_length=MAX_HARNESS_PAYLOAD)
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Self:
@@ -135,6 +159,13 @@ class SampleResult(Frozen):
             raise ValueError("error is required when status is 'degraded'")
         if not degraded and self.error is not None:
             raise ValueError("error must be null when status is 'completed'")
+        if self.spent_cost is not None and self.spent_cost < self.kept_cost:
+            raise ValueError(
+                f"spent_cost must be >= usage.total_cost, which it includes "
+                f"(spent_cost={self.spent_cost}, usage.total_cost={self.kept_cost})"
+            )
+        if (self.config is None) != (self.config_fingerprint is None):
+            raise ValueError("config and config_fingerprint are set together or not at all")
         return self
 
     @property
@@ -151,3 +182,13 @@ class SampleResult(Frozen):
     def degraded(self) -> bool:
         """True for an outcome synthesized from an error."""
         return self.status is RecordStatus.DEGRADED
+
+    @property
+    def kept_cost(self) -> float:
+        """The cost of the attempt this record keeps (its usage)."""
+        return self.usage.total_cost if self.usage is not None else 0.0
+
+    @property
+    def spent(self) -> float:
+        """What this key has cost so far: spent_cost, or the kept cost for a v1 record."""
+        return self.kept_cost if self.spent_cost is None else self.spent_cost

@@ -58,6 +58,8 @@ class RunSummary(Frozen):
     metrics: Metrics = Field(default_factory=dict)
     usage: SummaryUsage = Field(default_factory=SummaryUsage)
     generation_time_ms: Count = 0
+    spent_cost: NonNegativeReal = 0.0
+    out_of_shape: Count = 0
     as_of: AsOf | None = None
 
     @model_validator(mode="after")

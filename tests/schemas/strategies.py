@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from resultlog.schemas import (
     AsOf,
+    Harness,
     Message,
     RecordError,
     RunKey,
@@ -22,6 +23,7 @@ from resultlog.schemas import (
     Usage,
     Worker,
 )
+from resultlog.schemas._types import MAX_COST_USD, MAX_INDEX, MAX_METRIC, MAX_MILLIS, MAX_TOKENS
 
 MAX_LONG = 2**63 - 1
 text = st.text(max_size=40)
@@ -29,6 +31,15 @@ names = st.text(min_size=1, max_size=24)
 counts = st.integers(min_value=0, max_value=MAX_LONG)
 small = st.integers(min_value=0, max_value=10_000)
 reals = st.floats(allow_nan=False, allow_infinity=False)
+# Rule 9's bounds, with their extremes drawn often: the fold must never raise at a bound.
+indexes = st.integers(0, MAX_INDEX) | st.sampled_from([0, MAX_INDEX])
+tokens = st.integers(0, MAX_TOKENS) | st.just(MAX_TOKENS)
+millis = st.integers(0, MAX_MILLIS) | st.just(MAX_MILLIS)
+costs = st.floats(0.0, MAX_COST_USD) | st.sampled_from([0.0, 5e-324, MAX_COST_USD])
+metric_values = st.floats(-MAX_METRIC, MAX_METRIC) | st.sampled_from(
+    [-MAX_METRIC, MAX_METRIC, -5e-324, 5e-324, 0.0]
+)
+unit = st.floats(0.0, 1.0) | st.sampled_from([0.0, 1.0, 0.5, 5e-324])
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | reals | text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
@@ -52,22 +63,25 @@ messages = st.builds(
     tool_call_id=st.none() | text,
     reasoning=st.none() | text,
     model=st.none() | names,
+    reasoning_details=st.none() | json_text,
+    citations=st.none() | json_text,
 )
 scores = st.builds(
     Score,
     value=st.sampled_from(ScoreValue),
+    numeric=st.none() | unit,
     answer=st.none() | text,
     explanation=text,
-    metrics=st.dictionaries(text, reals, max_size=3),
+    metrics=st.dictionaries(text, metric_values, max_size=3),
     trajectory=st.none() | json_text,
 )
 usages = st.builds(
     Usage,
-    input_tokens=counts,
-    output_tokens=counts,
-    total_tokens=counts,
-    reasoning_tokens=counts,
-    total_cost=st.floats(min_value=0, allow_nan=False, allow_infinity=False),
+    input_tokens=tokens,
+    output_tokens=tokens,
+    total_tokens=tokens,
+    reasoning_tokens=tokens,
+    total_cost=costs,
 )
 errors = st.builds(
     RecordError, kind=names, message=text, http_status=st.none() | st.integers(100, 599)
@@ -78,20 +92,23 @@ workers = st.builds(Worker, host=text, pid=counts)
 @st.composite
 def sample_results(draw: st.DrawFn) -> SampleResult:
     """Any valid SampleResult, degraded or not."""
-    epochs = draw(st.integers(min_value=1, max_value=MAX_LONG))
-    sample_index = draw(st.integers(min_value=0, max_value=MAX_LONG - 1))
+    epochs = draw(st.integers(min_value=1, max_value=MAX_INDEX) | st.just(MAX_INDEX))
+    sample_index = draw(st.integers(min_value=0, max_value=MAX_INDEX - 1))
     degraded = draw(st.booleans())
+    usage = draw(st.none() | usages)
+    kept = usage.total_cost if usage is not None else 0.0
+    config = draw(st.none() | json_text)
     fields: dict[str, Any] = {
         "run_id": draw(names),
         "chunk_id": draw(st.none() | text),
-        "chunk_index": draw(st.none() | counts),
+        "chunk_index": draw(st.none() | indexes),
         "benchmark_id": draw(names),
         "model": draw(names),
         "sample_id": draw(names),
         "sample_index": sample_index,
         "epoch": draw(st.integers(min_value=0, max_value=epochs - 1)),
         "epochs": epochs,
-        "dataset_size": draw(st.none() | st.integers(sample_index + 1, MAX_LONG)),
+        "dataset_size": draw(st.none() | st.integers(sample_index + 1, MAX_INDEX)),
         "status": "degraded" if degraded else "completed",
         "score": draw(scores),
         "messages": tuple(draw(st.lists(messages, max_size=3))),
@@ -100,8 +117,15 @@ def sample_results(draw: st.DrawFn) -> SampleResult:
         "metadata": draw(st.none() | json_text),
         "input": draw(text),
         "target": draw(st.none() | text),
-        "usage": draw(st.none() | usages),
-        "generation_time_ms": draw(st.none() | counts),
+        "usage": usage,
+        "generation_time_ms": draw(st.none() | millis),
+        "attempts": draw(st.none() | indexes),
+        "spent_cost": draw(st.none() | st.floats(kept, MAX_COST_USD)),
+        "config": config,
+        "config_fingerprint": None if config is None else draw(names),
+        "harness": draw(st.none() | st.builds(Harness, name=names, version=text)),
+        "harness_payload": draw(st.none() | st.binary(max_size=64)),
+        "truncated": draw(st.none() | json_text),
         "error": draw(errors) if degraded else None,
         "worker": draw(st.none() | workers),
         "created_at": draw(timestamps),
@@ -138,6 +162,8 @@ def run_summaries(draw: st.DrawFn) -> RunSummary:
             )
         ),
         generation_time_ms=draw(counts),
+        spent_cost=draw(st.floats(0, 1e15)),
+        out_of_shape=draw(counts),
         as_of=draw(
             st.none() | st.builds(AsOf, computed_at=timestamps, source=names, offsets=offsets)
         ),

@@ -13,13 +13,15 @@ from resultlog.schemas._catalog import RUN_SUMMARY, SAMPLE_RESULT, build_version
 
 def test_shipped_catalog_is_parsed_once() -> None:
     assert shipped_catalog() is shipped_catalog()
-    assert [v.name for v in shipped_catalog().all()] == [RUN_SUMMARY, SAMPLE_RESULT]
+    names = [(v.name, v.version) for v in shipped_catalog().all()]
+    assert names == [(RUN_SUMMARY, 1), (RUN_SUMMARY, 2), (SAMPLE_RESULT, 1), (SAMPLE_RESULT, 2)]
 
 
 def test_lookup_by_name_version_and_fingerprint() -> None:
     catalog = shipped_catalog()
     current = catalog.current(SAMPLE_RESULT)
-    assert catalog.get(SAMPLE_RESULT, 1) is current
+    assert catalog.get(SAMPLE_RESULT, 2) is current
+    assert catalog.versions(SAMPLE_RESULT) == (catalog.get(SAMPLE_RESULT, 1), current)
     assert catalog.by_fingerprint(current.fingerprint) is current
     assert catalog.by_fingerprint(bytes(8)) is None
     assert catalog.versions("resultlog.Nope") == ()
@@ -39,8 +41,8 @@ def test_duplicate_versions_and_fingerprints_are_refused() -> None:
     current = shipped_catalog().current(SAMPLE_RESULT)
     with pytest.raises(SchemaError, match="defined twice"):
         SchemaCatalog([current, current])
-    again = build_version(current.definition, 2)
-    with pytest.raises(SchemaError, match="has the fingerprint of v1"):
+    again = build_version(current.definition, 3)
+    with pytest.raises(SchemaError, match="has the fingerprint of v2"):
         SchemaCatalog([current, again])
 
 
@@ -67,6 +69,6 @@ def test_bad_schema_files_are_refused(
 def test_from_directory_loads_every_file(tmp_path: Path) -> None:
     for version in shipped_catalog().all():
         stem = "sample_result" if version.name == SAMPLE_RESULT else "run_summary"
-        (tmp_path / f"{stem}.v1.avsc").write_text(version.text)
+        (tmp_path / f"{stem}.v{version.version}.avsc").write_text(version.text)
     loaded = SchemaCatalog.from_directory(tmp_path)
     assert [v.fingerprint for v in loaded.all()] == [v.fingerprint for v in shipped_catalog().all()]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from resultlog.schemas import (
     Codec,
     DecodeError,
+    OutOfRangeError,
     RunSummary,
     SampleResult,
     SchemaError,
@@ -168,6 +169,32 @@ def test_contract_violations_in_valid_avro_are_decode_errors(
     error = _decode_error(codec, buf.getvalue())
     assert "violates the contract" in error.reason and "epoch must be < epochs" in error.reason
     assert isinstance(error.__cause__, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("usage", "input_tokens"), 2**62),
+        (("usage", "total_cost"), 1e308),
+        (("generation_time_ms",), 2**62),
+        (("score", "metrics"), {"reward": 1.7e308}),
+    ],
+)
+def test_out_of_range_numbers_in_valid_avro_are_out_of_range_errors(
+    codec: Codec, make_record: RecordFactory, path: tuple[str, ...], value: object
+) -> None:
+    datum = make_record().model_dump()
+    target = datum
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    current = shipped_catalog().current(SAMPLE_RESULT)
+    buf = BytesIO(b"\xc3\x01" + current.fingerprint)
+    buf.seek(0, 2)
+    schemaless_writer(buf, current.parsed, datum)
+    error = _decode_error(codec, buf.getvalue())
+    assert isinstance(error, OutOfRangeError)
+    assert path[-1] in error.reason
 
 
 def test_garbage_framing_is_a_decode_error(codec: Codec) -> None:

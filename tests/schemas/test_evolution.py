@@ -16,7 +16,14 @@ from fastavro.utils import generate_many
 from pydantic import BaseModel
 
 from resultlog import schemas
-from resultlog.schemas import Codec, SampleResult, SchemaCatalog, SchemaVersion, shipped_catalog
+from resultlog.schemas import (
+    Codec,
+    Harness,
+    SampleResult,
+    SchemaCatalog,
+    SchemaVersion,
+    shipped_catalog,
+)
 from resultlog.schemas._catalog import MODEL_VERSIONS, RUN_SUMMARY, SAMPLE_RESULT, load_file
 from tests.schemas.conftest import RecordFactory
 
@@ -33,6 +40,14 @@ RELEASED = {
         "073c4d634939b3ee",
         "aaafbacd4a3c34dbd88848163bdf1865594a5d08c6942274256f2e90d6caf478",
     ),
+    (SAMPLE_RESULT, 2): (
+        "ad060bf696bba1aa",
+        "00857d153411e8e26f1070f7294dbf49297767a792e35a4b5a964b8b8e81b5bc",
+    ),
+    (RUN_SUMMARY, 2): (
+        "70a6088aeb977dbf",
+        "673e0c1dbd223268fb88b03fbb54e9849e15383e97ab4ee1d1f27c25ef143d8c",
+    ),
 }
 
 
@@ -42,14 +57,14 @@ def _content_hash(version: SchemaVersion) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def fixture_v2() -> SchemaVersion:
-    """The unreleased SampleResult v2 kept as a test fixture: fields added with defaults."""
-    return load_file(FIXTURES / "sample_result.v2.avsc")
+def fixture_v3() -> SchemaVersion:
+    """An unreleased SampleResult v3 kept as a test fixture: fields added with defaults."""
+    return load_file(FIXTURES / "sample_result.v3.avsc")
 
 
 def evolution_catalog() -> SchemaCatalog:
-    """The shipped versions plus the v2 fixture."""
-    return shipped_catalog().with_versions([fixture_v2()])
+    """The shipped versions plus the v3 fixture."""
+    return shipped_catalog().with_versions([fixture_v3()])
 
 
 def _pairs(catalog: SchemaCatalog) -> list[tuple[SchemaVersion, SchemaVersion]]:
@@ -118,29 +133,96 @@ def test_every_version_reads_every_other(writer: SchemaVersion, reader: SchemaVe
         assert {k: decoded[k] for k in kept} == {k: datum[k] for k in kept}
 
 
-def test_old_reader_reads_a_new_record(make_record: RecordFactory) -> None:
-    v1, v2 = shipped_catalog().get(SAMPLE_RESULT, 1), fixture_v2()
+def _v2_only(record: SampleResult) -> SampleResult:
+    """The record with every field v2 added set, as a v2 writer fills them."""
+    score = record.score.model_copy(update={"numeric": 0.75})
+    message = record.messages[0].model_copy(
+        update={"reasoning_details": '[{"type": "reasoning.text"}]', "citations": "[]"}
+    )
+    return record.model_copy(
+        update={
+            "score": score,
+            "messages": (message, *record.messages[1:]),
+            "attempts": 2,
+            "spent_cost": 0.5,
+            "config": '{"model": "m"}',
+            "config_fingerprint": "f1",
+            "harness": Harness(name="inspect_ai", version="0.3.285"),
+            "harness_payload": b"\x28\xb5\x2f\xfd",
+            "truncated": '{"input": {"length": 10, "sha256": "00"}}',
+        }
+    )
+
+
+def test_v1_reader_reads_a_v2_record(make_record: RecordFactory) -> None:
+    v1, v2 = shipped_catalog().get(SAMPLE_RESULT, 1), shipped_catalog().get(SAMPLE_RESULT, 2)
+    record = _v2_only(make_record())
+    decoded = _read(v2, v1, _write(v2, record.model_dump()))
+    assert set(decoded) == {f["name"] for f in v1.definition["fields"]}
+    assert "numeric" not in decoded["score"]
+    assert SampleResult.model_validate(decoded) == make_record()
+
+
+def test_v2_reader_reads_a_v1_record_with_defaults(make_record: RecordFactory) -> None:
+    v1, v2 = shipped_catalog().get(SAMPLE_RESULT, 1), shipped_catalog().get(SAMPLE_RESULT, 2)
+    v1_datum = {k: v for k, v in make_record().model_dump().items() if k in _field_names(v1)}
+    v1_datum["score"].pop("numeric")
+    for message in v1_datum["messages"]:
+        message.pop("reasoning_details")
+        message.pop("citations")
+    decoded = _read(v1, v2, _write(v1, v1_datum))
+    assert decoded["attempts"] is None and decoded["spent_cost"] is None
+    assert decoded["config"] is None and decoded["harness_payload"] is None
+    assert decoded["score"]["numeric"] is None
+    assert SampleResult.model_validate(decoded) == make_record()
+
+
+def test_codec_reads_v1_and_v2_single_object_records(make_record: RecordFactory) -> None:
+    v1 = shipped_catalog().get(SAMPLE_RESULT, 1)
+    record = _v2_only(make_record())
+    codec = Codec()
+    assert (
+        codec.encode_sample_result(record)[2:10]
+        == shipped_catalog().current(SAMPLE_RESULT).fingerprint
+    )
+    assert codec.decode_sample_result(codec.encode_sample_result(record)) == record
+    old = _read(
+        shipped_catalog().get(SAMPLE_RESULT, 2),
+        v1,
+        _write(shipped_catalog().get(SAMPLE_RESULT, 2), record.model_dump()),
+    )
+    raw_v1 = b"\xc3\x01" + v1.fingerprint + _write(v1, old)
+    assert codec.decode_sample_result(raw_v1) == make_record()
+
+
+def test_v2_reader_reads_a_future_v3_record(make_record: RecordFactory) -> None:
+    v2, v3 = shipped_catalog().get(SAMPLE_RESULT, 2), fixture_v3()
     datum = make_record().model_dump() | {"seed": 7, "tags": ["hard"]}
     datum["score"] = datum["score"] | {"confidence": 0.9}
-    decoded = _read(v2, v1, _write(v2, datum))
+    decoded = _read(v3, v2, _write(v3, datum))
     assert "seed" not in decoded and "confidence" not in decoded["score"]
     assert SampleResult.model_validate(decoded) == make_record()
 
 
-def test_new_reader_reads_an_old_record(make_record: RecordFactory) -> None:
-    v1, v2 = shipped_catalog().get(SAMPLE_RESULT, 1), fixture_v2()
-    decoded = _read(v1, v2, _write(v1, make_record().model_dump()))
+def test_future_v3_reader_reads_a_v2_record(make_record: RecordFactory) -> None:
+    v2, v3 = shipped_catalog().get(SAMPLE_RESULT, 2), fixture_v3()
+    decoded = _read(v2, v3, _write(v2, make_record().model_dump()))
     assert decoded["seed"] is None and decoded["tags"] == []
     assert decoded["score"]["confidence"] is None
     assert decoded["sample_index"] == 7
 
 
 def test_codec_reads_a_known_newer_writer_into_the_model(make_record: RecordFactory) -> None:
-    v2 = fixture_v2()
+    v3 = fixture_v3()
     datum = make_record().model_dump() | {"seed": 1, "tags": []}
     datum["score"] = datum["score"] | {"confidence": None}
-    raw = b"\xc3\x01" + v2.fingerprint + _write(v2, datum)
+    raw = b"\xc3\x01" + v3.fingerprint + _write(v3, datum)
     assert Codec(catalog=evolution_catalog()).decode_sample_result(raw) == make_record()
+
+
+def _field_names(version: SchemaVersion) -> set[str]:
+    """The top-level field names of a version."""
+    return {f["name"] for f in version.definition["fields"]}
 
 
 def _accepts_none(annotation: Any) -> bool:

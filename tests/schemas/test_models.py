@@ -174,3 +174,80 @@ def test_model_dump_is_json_friendly(make_record: RecordFactory) -> None:
     assert dumped["score"]["value"] == "C"
     assert dumped["created_at"] == "2026-11-29T07:30:12.345000Z"
     assert SampleResult.model_validate(dumped) == make_record()
+
+
+_USAGE = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "bound"),
+    [
+        ({"sample_index": 2**31, "dataset_size": None}, "sample_index", "2147483647"),
+        ({"epochs": 2**31}, "epochs", "2147483647"),
+        ({"generation_time_ms": 2**32}, "generation_time_ms", "4294967295"),
+        (
+            {"usage": Usage(**_USAGE).model_dump() | {"input_tokens": 2**40}},
+            "input_tokens",
+            "4294967295",
+        ),
+        ({"usage": _USAGE | {"total_cost": 1e308}}, "total_cost", "1000000"),
+        ({"usage": _USAGE | {"total_cost": -0.5}}, "total_cost", "0"),
+        (
+            {"score": {"value": "C", "metrics": {"reward": 1.7e308}}},
+            "metrics.reward",
+            "1000000000000",
+        ),
+        (
+            {"score": {"value": "C", "metrics": {"reward": -1.7e308}}},
+            "metrics.reward",
+            "-1000000000000",
+        ),
+        ({"score": {"value": "C", "numeric": 1.5}}, "numeric", "1"),
+        ({"spent_cost": 2e6}, "spent_cost", "1000000"),
+        ({"attempts": 2**31}, "attempts", "2147483647"),
+    ],
+)
+def test_numbers_out_of_bounds_are_refused_naming_the_field(
+    overrides: dict[str, object], field: str, bound: str
+) -> None:
+    message = _refusal(**overrides)
+    assert field in message and bound in message
+
+
+def test_numbers_at_their_bounds_are_accepted() -> None:
+    usage = Usage(
+        input_tokens=2**32 - 1,
+        output_tokens=2**32 - 1,
+        total_tokens=2**32 - 1,
+        reasoning_tokens=2**32 - 1,
+        total_cost=1e6,
+    )
+    record = SampleResult(
+        **record_fields(
+            usage=usage,
+            generation_time_ms=2**32 - 1,
+            sample_index=2**31 - 2,
+            dataset_size=2**31 - 1,
+            epochs=2**31 - 1,
+            score=Score(value=ScoreValue.C, numeric=1.0, metrics={"a": 1e12, "b": -1e12}),
+            spent_cost=1e6,
+            attempts=2**31 - 1,
+        )
+    )
+    assert record.spent == 1e6 and record.kept_cost == 1e6
+
+
+def test_the_bill_includes_the_kept_attempt() -> None:
+    assert "spent_cost must be >= usage.total_cost" in _refusal(spent_cost=0.00001)
+    assert SampleResult(**record_fields()).spent == 0.0001  # v1: the kept cost
+    assert SampleResult(**record_fields(spent_cost=0.5)).spent == 0.5
+
+
+def test_config_and_its_fingerprint_come_together() -> None:
+    assert "set together" in _refusal(config='{"model": "m"}')
+    assert "set together" in _refusal(config_fingerprint="abc")
+
+
+def test_harness_payload_is_bounded() -> None:
+    message = _refusal(harness_payload=b"x" * (512 * 1024 + 1))
+    assert "harness_payload" in message and "524288" in message

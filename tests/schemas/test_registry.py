@@ -18,14 +18,16 @@ from resultlog.schemas import (
     RunSummary,
     SampleResult,
     SchemaCatalog,
+    SchemaVersion,
     UnknownSchemaError,
     WireFormat,
     shipped_catalog,
 )
 from resultlog.schemas._catalog import SAMPLE_RESULT, build_version
+from resultlog.schemas._registry import Registry
 from tests.schemas.apicurio import ApicurioRegistry
 from tests.schemas.conftest import RecordFactory
-from tests.schemas.test_evolution import fixture_v2
+from tests.schemas.test_evolution import fixture_v3
 
 ClientFactory = Callable[[], SchemaRegistryClient]
 _topics = count()
@@ -131,16 +133,44 @@ def test_old_reader_reads_a_newer_writer_through_the_registry(
     new_client: ClientFactory, topic: str, make_record: RecordFactory
 ) -> None:
     Codec(registry_client=new_client()).encode_sample_result(make_record(), topic)
-    v2 = fixture_v2()
-    schema_id = new_client().register_schema(f"{topic}-value", Schema(v2.text, "AVRO"))
+    v3 = fixture_v3()
+    schema_id = new_client().register_schema(f"{topic}-value", Schema(v3.text, "AVRO"))
     datum = make_record().model_dump() | {"seed": 3, "tags": ["x"]}
     datum["score"] = datum["score"] | {"confidence": 0.5}
     buf = BytesIO()
-    schemaless_writer(buf, v2.parsed, datum)
+    schemaless_writer(buf, v3.parsed, datum)
     decoded = Codec(registry_client=new_client()).decode_sample_result(
         _framed(schema_id, buf.getvalue())
     )
     assert decoded == make_record()
+
+
+def test_v2_registers_as_a_compatible_new_version_of_a_v1_subject(
+    new_client: ClientFactory, topic: str, make_record: RecordFactory
+) -> None:
+    client = new_client()
+    subject = f"{topic}-value"
+    v1 = shipped_catalog().get(SAMPLE_RESULT, 1)
+    v1_id = Registry(client).schema_id(topic, v1)  # what a v1 writer registered, FULL_TRANSITIVE
+    datum = {k: v for k, v in make_record().model_dump().items() if k in _names(v1)}
+    datum["score"].pop("numeric")
+    for message in datum["messages"]:
+        message.pop("reasoning_details")
+        message.pop("citations")
+    buf = BytesIO()
+    schemaless_writer(buf, v1.parsed, datum)
+    codec = Codec(registry_client=client)
+    raw_v2 = codec.encode_sample_result(make_record(), topic)
+    v2_id = int.from_bytes(raw_v2[1:5], "big")
+    assert v2_id != v1_id
+    assert len(client.get_versions(subject)) == 2
+    assert codec.decode_sample_result(_framed(v1_id, buf.getvalue())) == make_record()
+    assert codec.decode_sample_result(raw_v2) == make_record()
+
+
+def _names(version: SchemaVersion) -> set[str]:
+    """Top-level field names of a schema version."""
+    return {f["name"] for f in version.definition["fields"]}
 
 
 @pytest.mark.mock_registry
@@ -156,7 +186,7 @@ def test_an_unresolvable_registry_writer_is_an_unknown_schema_error(
     schemaless_writer(buf, alien.parsed, {"only": 5})
     with pytest.raises(UnknownSchemaError, match="from the registry") as info:
         Codec(registry_client=client).decode_sample_result(_framed(schema_id, buf.getvalue()))
-    assert "cannot be read as resultlog.SampleResult v1" in info.value.reason
+    assert "cannot be read as resultlog.SampleResult v2" in info.value.reason
 
 
 def test_a_bad_registry_config_is_a_registry_error() -> None:

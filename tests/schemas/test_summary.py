@@ -80,6 +80,8 @@ def test_summary_json_has_the_cli_field_names() -> None:
         "metrics",
         "usage",
         "generation_time_ms",
+        "spent_cost",
+        "out_of_shape",
         "as_of",
     ]
     assert list(dumped["usage"]) == [
