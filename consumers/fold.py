@@ -1,38 +1,60 @@
-"""The fold: one run key's latest records into a RunSummary, with exact arithmetic.
+"""The fold: one run key's latest records into a RunSummary, exact and incremental.
 
 The worker, the aggregator and replay all call this module, so their summaries agree bit for
-bit. Nothing here sums floats in arrival order: counts are integers, per-sample values are
-`Fraction`s and float totals go through `math.fsum`, so the result depends only on the set of
-latest records, never on their order, duplicates or restarts.
+bit. Nothing here sums floats in arrival order. Every finite double is an integer multiple of
+2**-1074, so each float is added as that exact integer (`_scaled`) and divided once when a
+summary is made: a sum rounded once equals `math.fsum`, and a mean rounded once is the
+correctly rounded mean. Counts are integers. The result depends only on the set of latest
+records, never on their order, duplicates or restarts, and applying or removing one record
+updates the totals in O(1): a summary is never re-folded.
+
+Rules (DESIGN.md, "The fold" and rule 8): the run's shape is the `epochs` and `dataset_size`
+of its newest record (greatest created_at, ties broken by key); records outside it are folded
+by no one and counted as `out_of_shape`. `spent_cost` is the one total over every latest
+record, in shape or not: money spent stays spent.
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
-from fractions import Fraction
+from dataclasses import dataclass, field
+from math import lcm
 from typing import NamedTuple
 
 from resultlog.schemas import AsOf, RunKey, RunSummary, SampleResult, ScoreValue, SummaryUsage
 
-__all__ = ["Contribution", "RunFold", "fold"]
+__all__ = ["Contribution", "RunFold", "Shape", "fold"]
 
-RecordKey = tuple[int, int]  # (sample_index, epoch)
-_HALF = Fraction(1, 2)
+_EXP = 1074
+_ONE = 1 << _EXP  # 1.0 as an exact scaled integer
+
+
+def _scaled(value: float) -> int:
+    """`value * 2**1074`, exactly: every finite double is a multiple of 2**-1074."""
+    numerator, denominator = value.as_integer_ratio()
+    return numerator << (_EXP + 1 - denominator.bit_length())
 
 
 class Tokens(NamedTuple):
-    """One record's token counts."""
+    """Token counts of one record."""
 
-    input: int
-    output: int
-    total: int
-    reasoning: int
+    input: int = 0
+    output: int = 0
+    total: int = 0
+    reasoning: int = 0
 
 
-_NO_TOKENS = Tokens(0, 0, 0, 0)
+class Shape(NamedTuple):
+    """A run's shape: which (sample_index, epoch) belong to it."""
+
+    epochs: int
+    dataset_size: int | None
+
+    def holds(self, sample_index: int, epoch: int) -> bool:
+        """Whether a key lies inside this shape."""
+        size = self.dataset_size
+        return epoch < self.epochs and (size is None or sample_index < size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,76 +62,260 @@ class Contribution:
     """What one record adds to its run's summary; small enough to keep one per key."""
 
     sample_id: str
+    sample_index: int
+    epoch: int
     value: ScoreValue
+    numeric: float | None
     degraded: bool
     metrics: tuple[tuple[str, float], ...]
     tokens: Tokens
-    total_cost: float
+    cost: float
+    spent: float
     generation_time_ms: int
-    expected_records: int | None
+    shape: Shape
     created_at_ms: int
 
     @classmethod
     def of(cls, record: SampleResult) -> Contribution:
         """The contribution of one record."""
         usage = record.usage
-        tokens = _NO_TOKENS
+        tokens = Tokens()
         if usage is not None:
             tokens = Tokens(
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.total_tokens,
-                usage.reasoning_tokens,
+                usage.input_tokens, usage.output_tokens, usage.total_tokens, usage.reasoning_tokens
             )
-        expected = None
-        if record.dataset_size is not None:
-            expected = record.dataset_size * record.epochs
         return cls(
             sample_id=record.sample_id,
+            sample_index=record.sample_index,
+            epoch=record.epoch,
             value=record.score.value,
+            numeric=record.score.numeric,
             degraded=record.degraded,
             metrics=tuple(sorted(record.score.metrics.items())),
             tokens=tokens,
-            total_cost=usage.total_cost if usage is not None else 0.0,
+            cost=record.kept_cost,
+            spent=record.spent,
             generation_time_ms=record.generation_time_ms or 0,
-            expected_records=expected,
+            shape=Shape(record.epochs, record.dataset_size),
             created_at_ms=int(record.created_at.timestamp() * 1000),
         )
+
+    @property
+    def points(self) -> int | None:
+        """The epoch's value, scaled: `numeric` when set, else C=1, I=0; None for S."""
+        if self.value is ScoreValue.S:
+            return None
+        if self.numeric is not None:
+            return _scaled(self.numeric)
+        return _ONE if self.value is ScoreValue.C else 0
+
+    def newness(self) -> tuple[int, int, int]:
+        """Order of records by age for the run's shape: created_at, then key."""
+        return (self.created_at_ms, self.sample_index, self.epoch)
 
     def precedence(self) -> tuple[int, bool, tuple[object, ...]]:
         """Order among two different records of one key seen without offsets: newest wins."""
         return (self.created_at_ms, not self.degraded, _stable(self))
 
 
+@dataclass(slots=True)
+class _Sample:
+    """One sample's epochs inside the shape: how many, how many not S, their scaled sum."""
+
+    epochs: int = 0
+    kept: int = 0
+    points: int = 0
+
+
+@dataclass(slots=True)
+class _Totals:
+    """Exact totals over the contributions inside the run's shape."""
+
+    records: int = 0
+    degraded: int = 0
+    not_skipped: int = 0
+    tokens: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    cost: int = 0
+    generation_time_ms: int = 0
+    metric_sums: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    metric_counts: Counter[str] = field(default_factory=Counter)
+    samples: dict[str, _Sample] = field(default_factory=dict)
+    answered: int = 0
+    skipped: int = 0
+    correct: int = 0
+    points_by_kept: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, item: Contribution, sign: int) -> None:
+        """Add (sign 1) or take away (sign -1) one contribution."""
+        self.records += sign
+        self.degraded += sign * item.degraded
+        for index, count in enumerate(item.tokens):
+            self.tokens[index] += sign * count
+        self.cost += sign * _scaled(item.cost)
+        self.generation_time_ms += sign * item.generation_time_ms
+        points = item.points
+        if points is not None:
+            self.not_skipped += sign
+            for name, value in item.metrics:
+                self._metric(name, sign * _scaled(value), sign)
+        self._sample(item.sample_id, points, sign)
+
+    def _metric(self, name: str, scaled: int, sign: int) -> None:
+        self.metric_sums[name] += scaled
+        self.metric_counts[name] += sign
+        if not self.metric_counts[name]:
+            del self.metric_counts[name], self.metric_sums[name]
+
+    def _sample(self, sample_id: str, points: int | None, sign: int) -> None:
+        sample = self.samples.get(sample_id)
+        if sample is None:
+            sample = self.samples[sample_id] = _Sample()
+        self._count_sample(sample, -1)
+        sample.epochs += sign
+        if points is not None:
+            sample.kept += sign
+            sample.points += sign * points
+        if sample.epochs:
+            self._count_sample(sample, 1)
+        else:
+            del self.samples[sample_id]
+
+    def _count_sample(self, sample: _Sample, sign: int) -> None:
+        """Add or take away one sample's share of the per-sample totals."""
+        if not sample.epochs:
+            return
+        if not sample.kept:
+            self.skipped += sign
+            return
+        self.answered += sign
+        self.points_by_kept[sample.kept] += sign * sample.points
+        self.correct += sign * (2 * sample.points >= sample.kept * _ONE)
+
+    def accuracy(self) -> float:
+        """Mean of the per-sample values, rounded once (0.0 without answered samples)."""
+        if not self.answered:
+            return 0.0
+        common = lcm(*self.points_by_kept)
+        numerator = sum(points * (common // kept) for kept, points in self.points_by_kept.items())
+        return numerator / (common * self.answered * _ONE)
+
+    def metrics(self) -> dict[str, float]:
+        """Each metric's mean over the records not skipped (a missing metric counts as 0)."""
+        return {
+            name: self.metric_sums[name] / (self.not_skipped * _ONE)
+            for name in sorted(self.metric_counts)
+        }
+
+
 class RunFold:
-    """The latest contribution per (sample_index, epoch) of one run key."""
+    """The latest contribution per (sample_index, epoch) of one run key, and their totals."""
 
     def __init__(self, run_key: RunKey) -> None:
         self.run_key = run_key
-        self._latest: dict[RecordKey, Contribution] = {}
+        self._latest: dict[tuple[int, int], Contribution] = {}
+        self._newest: Contribution | None = None
+        self._totals = _Totals()
+        self._spent = 0
 
     def __len__(self) -> int:
         return len(self._latest)
 
+    @property
+    def shape(self) -> Shape | None:
+        """The run's shape: that of its newest record (None while it has no record)."""
+        return None if self._newest is None else self._newest.shape
+
     def apply(self, record: SampleResult) -> None:
         """Take a record read in log order: it replaces whatever its key held."""
-        self._latest[(record.sample_index, record.epoch)] = Contribution.of(record)
+        self._put(Contribution.of(record))
 
     def offer(self, record: SampleResult) -> None:
         """Take a record seen out of log order: it replaces its key's only if it is newer."""
-        key = (record.sample_index, record.epoch)
         new = Contribution.of(record)
-        old = self._latest.get(key)
+        old = self._latest.get((new.sample_index, new.epoch))
         if old is None or new.precedence() > old.precedence():
-            self._latest[key] = new
+            self._put(new)
 
     def remove(self, sample_index: int, epoch: int) -> None:
         """Forget a key (its tombstone was read)."""
-        self._latest.pop((sample_index, epoch), None)
+        old = self._latest.pop((sample_index, epoch), None)
+        if old is None:
+            return
+        self._take(old)
+        if old is self._newest:
+            self._set_newest(self._newest_of_all())
 
     def summary(self, as_of: AsOf | None = None) -> RunSummary:
         """The RunSummary of the latest contributions."""
-        return _summarize(self.run_key, self._latest.values(), as_of)
+        totals, shape = self._totals, self.shape
+        expected = None
+        if shape is not None and shape.dataset_size is not None:
+            expected = shape.dataset_size * shape.epochs
+        tokens = totals.tokens
+        return RunSummary(
+            run_id=self.run_key.run_id,
+            benchmark_id=self.run_key.benchmark_id,
+            model=self.run_key.model,
+            records=totals.records,
+            expected_records=expected,
+            degraded_records=totals.degraded,
+            total_questions=totals.answered,
+            correct_answers=totals.correct,
+            skipped_questions=totals.skipped,
+            accuracy=totals.accuracy(),
+            metrics=totals.metrics(),
+            usage=SummaryUsage(
+                input_tokens=tokens[0],
+                output_tokens=tokens[1],
+                total_tokens=tokens[2],
+                reasoning_tokens=tokens[3],
+                total_cost=totals.cost / _ONE,
+            ),
+            generation_time_ms=totals.generation_time_ms,
+            spent_cost=self._spent / _ONE,
+            out_of_shape=len(self._latest) - totals.records,
+            as_of=as_of,
+        )
+
+    def _put(self, new: Contribution) -> None:
+        key = (new.sample_index, new.epoch)
+        old = self._latest.get(key)
+        if old is not None:
+            self._take(old)
+        self._latest[key] = new
+        self._spent += _scaled(new.spent)
+        newest = self._newest
+        if newest is None or new.newness() > newest.newness():
+            newest = new
+        elif old is newest:  # the newest record was replaced by an older one
+            newest = self._newest_of_all() or new
+        if not self._set_newest(newest) and newest.shape.holds(*key):
+            self._totals.add(new, 1)
+
+    def _take(self, old: Contribution) -> None:
+        """Take a contribution that is leaving `_latest` out of the totals."""
+        self._spent -= _scaled(old.spent)
+        shape = self.shape
+        if shape is not None and shape.holds(old.sample_index, old.epoch):
+            self._totals.add(old, -1)
+
+    def _set_newest(self, newest: Contribution | None) -> bool:
+        """Make `newest` the run's newest record; refold everything if that changes the shape."""
+        before = self.shape
+        self._newest = newest
+        shape = self.shape
+        if shape == before:
+            return False
+        # A new shape moves records in or out of the run: rare, so a full refold is fine.
+        self._totals = _Totals()
+        if shape is not None:
+            for item in self._latest.values():
+                if shape.holds(item.sample_index, item.epoch):
+                    self._totals.add(item, 1)
+        return True
+
+    def _newest_of_all(self) -> Contribution | None:
+        return max(self._latest.values(), key=Contribution.newness, default=None)
 
 
 def fold(
@@ -128,63 +334,16 @@ def fold(
     return folded.summary(as_of)
 
 
-def _summarize(
-    run_key: RunKey, contributions: Iterable[Contribution], as_of: AsOf | None
-) -> RunSummary:
-    items = list(contributions)
-    per_sample: dict[str, list[ScoreValue]] = defaultdict(list)
-    for item in items:
-        per_sample[item.sample_id].append(item.value)
-    values = [_sample_value(epochs) for epochs in per_sample.values()]
-    answered = [value for value in values if value is not None]
-    accuracy = sum(answered, Fraction(0)) / len(answered) if answered else Fraction(0)
-    expected = [item.expected_records for item in items if item.expected_records is not None]
-    return RunSummary(
-        run_id=run_key.run_id,
-        benchmark_id=run_key.benchmark_id,
-        model=run_key.model,
-        records=len(items),
-        expected_records=max(expected) if expected else None,
-        degraded_records=sum(item.degraded for item in items),
-        total_questions=len(answered),
-        correct_answers=sum(value >= _HALF for value in answered),
-        skipped_questions=len(values) - len(answered),
-        accuracy=float(accuracy),
-        metrics=_metric_means(items),
-        usage=_usage(items),
-        generation_time_ms=sum(item.generation_time_ms for item in items),
-        as_of=as_of,
-    )
-
-
-def _sample_value(epochs: list[ScoreValue]) -> Fraction | None:
-    """Mean over the sample's non-S epochs (C=1, I=0); None when every epoch is S."""
-    kept = [value for value in epochs if value is not ScoreValue.S]
-    if not kept:
-        return None
-    return Fraction(sum(value is ScoreValue.C for value in kept), len(kept))
-
-
-def _metric_means(items: list[Contribution]) -> dict[str, float]:
-    samples: dict[str, list[float]] = defaultdict(list)
-    for item in items:
-        if item.value is not ScoreValue.S:
-            for name, value in item.metrics:
-                samples[name].append(value)
-    # fsum is correctly rounded, hence independent of the order of its inputs.
-    return {name: math.fsum(values) / len(values) for name, values in sorted(samples.items())}
-
-
-def _usage(items: list[Contribution]) -> SummaryUsage:
-    return SummaryUsage(
-        input_tokens=sum(item.tokens.input for item in items),
-        output_tokens=sum(item.tokens.output for item in items),
-        total_tokens=sum(item.tokens.total for item in items),
-        reasoning_tokens=sum(item.tokens.reasoning for item in items),
-        total_cost=math.fsum(item.total_cost for item in items),
-    )
-
-
 def _stable(item: Contribution) -> tuple[object, ...]:
     """A total order on contributions, so ties between equal timestamps still resolve."""
-    return (item.value.value, item.metrics, item.tokens, item.total_cost, item.generation_time_ms)
+    return (
+        item.value.value,
+        item.numeric or 0.0,
+        item.metrics,
+        item.tokens,
+        item.cost,
+        item.spent,
+        item.generation_time_ms,
+        item.shape.epochs,
+        item.shape.dataset_size or 0,
+    )

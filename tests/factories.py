@@ -33,6 +33,7 @@ def make_record(
     dataset_size: int | None = 100,
     degraded: bool = False,
     metrics: dict[str, float] | None = None,
+    numeric: float | None = None,
     tokens: int = 10,
     cost: float = 0.001,
     generation_time_ms: int = 20,
@@ -62,7 +63,9 @@ def make_record(
         "epochs": epochs,
         "dataset_size": dataset_size,
         "status": RecordStatus.DEGRADED if degraded else RecordStatus.COMPLETED,
-        "score": Score(value=ScoreValue(value), answer="42", metrics=metrics or {}),
+        "score": Score(
+            value=ScoreValue(value), numeric=numeric, answer="42", metrics=metrics or {}
+        ),
         "input": f"What is {sample_index} + 1?",
         "target": str(sample_index + 1),
         "usage": usage,

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resultlog.consumers import RunFold, fold
+from resultlog.schemas import RunSummary, SampleResult, ScoreValue, Usage
+from resultlog.schemas._types import MAX_COST_USD, MAX_METRIC, MAX_MILLIS, MAX_TOKENS
 from tests.factories import RUN_KEY, make_record
 
 
@@ -66,7 +70,7 @@ def test_usage_and_generation_time_are_summed_over_all_records() -> None:
     assert summary.generation_time_ms == 12
 
 
-def test_metric_means_exclude_skipped_records() -> None:
+def test_metric_means_exclude_skipped_records_and_count_a_missing_metric_as_zero() -> None:
     records = [
         make_record(0, 0, "C", metrics={"reward": 1.0}),
         make_record(0, 1, "I", metrics={"reward": 0.0}),
@@ -74,7 +78,8 @@ def test_metric_means_exclude_skipped_records() -> None:
         make_record(1, 1, "C", metrics={"reward": 0.5, "abs_error": 2.0}),
     ]
     summary = fold(records)
-    assert summary.metrics == {"abs_error": 2.0, "reward": 0.5}
+    # The seed's reward rule: the mean over the 3 records not skipped, a missing one is 0.
+    assert summary.metrics == {"abs_error": 2.0 / 3, "reward": 0.5}
 
 
 def test_expected_records_and_empty_run() -> None:
@@ -136,3 +141,212 @@ def test_summary_is_identical_under_permutation_and_duplication(records, rnd) ->
     for record in rnd.sample(latest, k=len(latest)):
         in_log_order.apply(record)
     assert in_log_order.summary() == reference
+
+
+def test_numeric_scores_replace_c_and_i() -> None:
+    records = [
+        make_record(0, 0, "C", numeric=0.25),
+        make_record(0, 1, "I", numeric=0.5),
+        make_record(1, 0, "C"),
+        make_record(1, 1, "S", degraded=True, numeric=None),
+    ]
+    summary = fold(records)
+    assert summary.accuracy == (0.375 + 1.0) / 2
+    assert summary.correct_answers == 1  # sample 0: 0.375 < 0.5
+
+
+def test_the_newest_record_defines_the_shape() -> None:
+    three = [make_record(i, e, "C", epochs=3, dataset_size=20) for i in range(20) for e in range(3)]
+    two = [
+        make_record(i, e, "I", epochs=2, dataset_size=20, created_offset_ms=10)
+        for i in range(20)
+        for e in range(2)
+    ]
+    summary = fold(three + two)
+    assert summary.records == 40 and summary.out_of_shape == 20
+    assert summary.expected_records == 40 and summary.accuracy == 0.0
+    limited = [
+        make_record(i, 0, "C", epochs=3, dataset_size=5, created_offset_ms=20) for i in range(5)
+    ]
+    summary = fold(three + two + limited)
+    assert (summary.records, summary.out_of_shape, summary.expected_records) == (15, 45, 15)
+
+
+def test_the_shape_returns_when_its_newest_record_is_removed() -> None:
+    folded = RunFold(RUN_KEY)
+    for i in range(4):
+        folded.apply(make_record(i, 0, "C", epochs=1, dataset_size=4))
+    folded.apply(make_record(0, 0, "C", epochs=1, dataset_size=1, created_offset_ms=5))
+    assert (folded.summary().records, folded.summary().out_of_shape) == (1, 3)
+    folded.remove(0, 0)
+    assert (folded.summary().records, folded.summary().out_of_shape) == (3, 0)
+
+
+def test_spent_cost_counts_every_attempt_of_every_latest_record() -> None:
+    records = [
+        make_record(0, 0, "C", epochs=2, cost=0.1, spent_cost=0.3),
+        make_record(0, 1, "C", epochs=2, cost=0.2),  # a v1 record: spent is its kept cost
+        make_record(5, 2, "C", epochs=3, cost=0.4, created_offset_ms=-1),
+    ]
+    summary = fold(records)
+    assert summary.usage.total_cost == math.fsum([0.1, 0.2])
+    assert summary.spent_cost == math.fsum([0.3, 0.2, 0.4])  # out of shape, but paid for
+    assert summary.out_of_shape == 1
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_records_at_every_bound_never_stop_the_fold(sign: int) -> None:
+    extreme = Usage(
+        input_tokens=MAX_TOKENS,
+        output_tokens=MAX_TOKENS,
+        total_tokens=MAX_TOKENS,
+        reasoning_tokens=MAX_TOKENS,
+        total_cost=MAX_COST_USD,
+    )
+    records = [
+        make_record(
+            i,
+            0,
+            "C",
+            epochs=1,
+            dataset_size=None,
+            metrics={"m": sign * MAX_METRIC, "tiny": sign * 5e-324},
+            numeric=1.0 if i % 2 else 5e-324,
+            usage=extreme,
+            generation_time_ms=MAX_MILLIS,
+            spent_cost=MAX_COST_USD,
+        )
+        for i in range(200)
+    ]
+    summary = fold(records)
+    assert summary.metrics == {"m": sign * MAX_METRIC, "tiny": sign * 5e-324}
+    assert summary.usage.input_tokens == 200 * MAX_TOKENS
+    assert summary.usage.total_cost == 200 * MAX_COST_USD
+    assert summary.generation_time_ms == 200 * MAX_MILLIS
+    assert summary.accuracy == math.fsum([1.0, 5e-324] * 100) / 200
+
+
+def _reference(latest: list[SampleResult]) -> dict[str, object]:
+    """DESIGN's fold restated plainly (a full re-fold with Fractions), to check the real one."""
+    if not latest:
+        return {"records": 0, "accuracy": 0.0, "spent_cost": 0.0}
+    newest = max(
+        latest, key=lambda r: (int(r.created_at.timestamp() * 1000), r.sample_index, r.epoch)
+    )
+    epochs, size = newest.epochs, newest.dataset_size
+    inside = [r for r in latest if r.epoch < epochs and (size is None or r.sample_index < size)]
+    per_sample: dict[str, list[SampleResult]] = {}
+    for record in inside:
+        per_sample.setdefault(record.sample_id, []).append(record)
+    values = []
+    for epochs_of_sample in per_sample.values():
+        kept = [r for r in epochs_of_sample if r.score.value is not ScoreValue.S]
+        if kept:
+            points = [
+                Fraction(r.score.numeric)
+                if r.score.numeric is not None
+                else Fraction(r.score.value is ScoreValue.C)
+                for r in kept
+            ]
+            values.append(sum(points, Fraction(0)) / len(points))
+    not_skipped = [r for r in inside if r.score.value is not ScoreValue.S]
+    names = sorted({name for r in not_skipped for name in r.score.metrics})
+    metrics = {
+        name: float(
+            sum((Fraction(r.score.metrics.get(name, 0.0)) for r in not_skipped), Fraction(0))
+            / len(not_skipped)
+        )
+        for name in names
+    }
+    return {
+        "records": len(inside),
+        "out_of_shape": len(latest) - len(inside),
+        "expected_records": None if size is None else size * epochs,
+        "degraded_records": sum(r.degraded for r in inside),
+        "total_questions": len(values),
+        "skipped_questions": len(per_sample) - len(values),
+        "correct_answers": sum(v >= Fraction(1, 2) for v in values),
+        "accuracy": float(sum(values, Fraction(0)) / len(values)) if values else 0.0,
+        "metrics": metrics,
+        "total_cost": math.fsum(r.kept_cost for r in inside),
+        "input_tokens": sum(r.usage.input_tokens for r in inside if r.usage),
+        "generation_time_ms": sum(r.generation_time_ms or 0 for r in inside),
+        "spent_cost": math.fsum(r.spent for r in latest),
+    }
+
+
+def _observed(summary: RunSummary) -> dict[str, object]:
+    if not summary.records and not summary.out_of_shape:
+        return {"records": 0, "accuracy": summary.accuracy, "spent_cost": summary.spent_cost}
+    return {
+        "records": summary.records,
+        "out_of_shape": summary.out_of_shape,
+        "expected_records": summary.expected_records,
+        "degraded_records": summary.degraded_records,
+        "total_questions": summary.total_questions,
+        "skipped_questions": summary.skipped_questions,
+        "correct_answers": summary.correct_answers,
+        "accuracy": summary.accuracy,
+        "metrics": summary.metrics,
+        "total_cost": summary.usage.total_cost,
+        "input_tokens": summary.usage.input_tokens,
+        "generation_time_ms": summary.generation_time_ms,
+        "spent_cost": summary.spent_cost,
+    }
+
+
+_extreme_metric = st.sampled_from([MAX_METRIC, -MAX_METRIC, 5e-324, -5e-324, 0.1, 0.0]) | st.floats(
+    -MAX_METRIC, MAX_METRIC
+)
+
+
+@st.composite
+def _extreme_records(draw: st.DrawFn) -> SampleResult:
+    value = draw(st.sampled_from(["C", "I", "S"]))
+    degraded = value == "S" and draw(st.booleans())
+    cost = draw(st.sampled_from([0.0, 5e-324, 0.1, MAX_COST_USD]) | st.floats(0, MAX_COST_USD))
+    tokens = draw(st.sampled_from([0, 1, MAX_TOKENS]))
+    usage = Usage(
+        input_tokens=tokens,
+        output_tokens=tokens,
+        total_tokens=tokens,
+        reasoning_tokens=tokens,
+        total_cost=cost,
+    )
+    epochs = draw(st.integers(1, 3))
+    return make_record(
+        draw(st.integers(0, 5)),
+        draw(st.integers(0, epochs - 1)),
+        value,
+        epochs=epochs,
+        dataset_size=draw(st.sampled_from([None, 6])),
+        degraded=degraded,
+        numeric=None
+        if value == "S"
+        else draw(st.none() | st.sampled_from([0.0, 5e-324, 0.5, 1.0])),
+        metrics=draw(
+            st.dictionaries(st.sampled_from(["reward", "m"]), _extreme_metric, max_size=2)
+        ),
+        usage=None if degraded else usage,
+        spent_cost=draw(st.none() | st.sampled_from([MAX_COST_USD])) if not degraded else None,
+        generation_time_ms=draw(st.sampled_from([0, MAX_MILLIS])),
+        created_offset_ms=draw(st.integers(0, 4)),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), _extreme_records()), min_size=1, max_size=30))
+def test_incremental_fold_equals_a_full_refold_at_every_step(
+    steps: list[tuple[bool, SampleResult]],
+) -> None:
+    folded = RunFold(RUN_KEY)
+    latest: dict[tuple[int, int], SampleResult] = {}
+    for remove, record in steps:
+        key = (record.sample_index, record.epoch)
+        if remove:
+            folded.remove(*key)
+            latest.pop(key, None)
+        else:
+            folded.apply(record)
+            latest[key] = record
+        assert _observed(folded.summary()) == _reference(list(latest.values()))
