@@ -38,6 +38,7 @@ class ResumeState:
     @classmethod
     def of(cls, records: list[SampleResult], epochs: int, undecodable: int = 0) -> ResumeState:
         """Sort a run key's latest records into seeds, degraded ones and ignored ones."""
+        records = _latest_per_key(records)
         in_range = [r for r in records if 0 <= r.epoch < epochs]
         seeds = tuple(r for r in in_range if not r.degraded)
         return cls(
@@ -54,6 +55,20 @@ class RunRecords(NamedTuple):
 
     records: list[SampleResult]
     undecodable: int
+
+
+def _latest_per_key(records: list[SampleResult]) -> list[SampleResult]:
+    """One record per (sample_index, epoch): a store may repeat a key; the newest wins."""
+    latest: dict[tuple[int, int], SampleResult] = {}
+    for record in records:
+        key = (record.sample_index, record.epoch)
+        old = latest.get(key)
+        if old is None or (record.created_at, not record.degraded) > (
+            old.created_at,
+            not old.degraded,
+        ):
+            latest[key] = record
+    return list(latest.values())
 
 
 def read_run_records(

@@ -62,8 +62,10 @@ def completed_record(
     prompt: Sequence[Mapping[str, Any]],
     completion: Completion,
     scored: Scored,
+    generation_ids: Sequence[str] = (),
 ) -> SampleResult:
-    """The record of a real evaluation."""
+    """The record of a real evaluation; `generation_ids` of every model call, in call order."""
+    ids = dict.fromkeys([*generation_ids, *filter(None, [completion.generation_id])])
     return _validated(
         **run.fields(sample, epoch),
         status=RecordStatus.COMPLETED,
@@ -72,9 +74,11 @@ def completed_record(
             "answer": scored.answer,
             "explanation": scored.explanation,
             "metrics": scored.metrics,
+            "trajectory": _json_or_none(scored.trajectory),
         },
         messages=[*map(_prompt_message, prompt), _assistant_message(completion)],
-        generation_ids=(completion.generation_id,) if completion.generation_id else (),
+        response_items=_json_or_none(completion.response_items),
+        generation_ids=tuple(ids),
         usage=_usage(completion),
         generation_time_ms=completion.elapsed_ms,
     )
@@ -89,10 +93,12 @@ def degraded_record(
     kind: str,
     message: str,
     http_status: int | None,
+    generation_ids: Sequence[str] = (),
 ) -> SampleResult:
     """The record of an outcome synthesized from an error; it carries no usage."""
     return _validated(
         **run.fields(sample, epoch),
+        generation_ids=tuple(dict.fromkeys(generation_ids)),
         status=RecordStatus.DEGRADED,
         score={"value": value, "explanation": f"degraded: {message}"},
         error={"kind": kind, "message": message, "http_status": http_status},
@@ -147,7 +153,14 @@ def _assistant_message(completion: Completion) -> dict[str, Any]:
         "tool_calls": calls,
         "reasoning": completion.reasoning,
         "model": completion.model,
+        "reasoning_details": _json_or_none(completion.reasoning_details),
+        "citations": _json_or_none(completion.citations),
     }
+
+
+def _json_or_none(value: Any) -> str | None:
+    """Free-form content as JSON text (None stays None)."""
+    return None if value is None else json.dumps(value, sort_keys=True)
 
 
 def _json_text(arguments: Any) -> str:

@@ -31,6 +31,8 @@ class Scored:
     answer: str | None
     explanation: str
     metrics: dict[str, float] = field(default_factory=dict)
+    trajectory: list[dict[str, object]] | None = None
+    """The scorer's steps (what it extracted and compared), kept as score.trajectory."""
 
 
 Scorer = Callable[[str | None, str], Scored]
@@ -58,9 +60,15 @@ def exact_match(target: str | None, text: str) -> Scored:
     answer = normalize_answer(text)
     if target is None:
         return Scored("I", answer or None, "sample has no target to compare against", {})
-    ok = answer == normalize_answer(target)
+    expected = normalize_answer(target)
+    ok = answer == expected
     verdict = "matches" if ok else "does not match"
-    return Scored("C" if ok else "I", answer or None, f"answer {verdict} target {target!r}", {})
+    steps: list[dict[str, object]] = [
+        {"step": "normalize", "answer": answer, "target": expected},
+        {"step": "compare", "equal": ok},
+    ]
+    explanation = f"answer {verdict} target {target!r}"
+    return Scored("C" if ok else "I", answer or None, explanation, {}, steps)
 
 
 def numeric_match(target: str | None, text: str) -> Scored:
@@ -75,7 +83,12 @@ def numeric_match(target: str | None, text: str) -> Scored:
     ok = number == expected
     verdict = "equals" if ok else "differs from"
     explanation = f"final number {answer} {verdict} target {_format_number(expected)}"
-    return Scored("C" if ok else "I", answer, explanation, {"reward": 1.0 if ok else 0.0})
+    steps: list[dict[str, object]] = [
+        {"step": "extract_final_number", "answer": answer},
+        {"step": "compare", "target": _format_number(expected), "equal": ok},
+    ]
+    reward = {"reward": 1.0 if ok else 0.0}
+    return Scored("C" if ok else "I", answer, explanation, reward, steps)
 
 
 def parse_number(text: str) -> Decimal | None:

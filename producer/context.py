@@ -5,17 +5,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["SampleContext", "current_sample", "sample_scope"]
 
 
 @dataclass(frozen=True, slots=True)
 class SampleContext:
-    """The identity of one (sample, epoch) evaluation."""
+    """The identity of one (sample, epoch) evaluation, and the model calls it made."""
 
     sample_id: str
     epoch: int
+    generation_ids: list[str] = field(default_factory=list, compare=False, repr=False)
+
+    def add_generation_id(self, generation_id: str) -> None:
+        """Remember a model call's generation id (once, in call order)."""
+        if generation_id not in self.generation_ids:
+            self.generation_ids.append(generation_id)
 
 
 # asyncio copies the context into every task it creates, so each concurrently running

@@ -17,7 +17,7 @@ from typing import Any, Literal, Self
 import httpx
 from pydantic import SecretStr
 
-from resultlog.producer.context import current_sample
+from resultlog.producer.context import SampleContext, current_sample
 from resultlog.producer.errors import ModelError
 
 __all__ = [
@@ -48,7 +48,7 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """One successful chat completion; `elapsed_ms` spans all attempts of the call."""
+    """One successful chat completion; `elapsed_ms` is the time of its final attempt."""
 
     text: str
     reasoning: str | None
@@ -61,22 +61,27 @@ class Completion:
     finish_reason: str | None = None
     attempts: int = 1
     prompt: tuple[Mapping[str, Any], ...] = ()
+    reasoning_details: Any = None
+    citations: Any = None
+
+    @property
+    def response_items(self) -> Any:
+        """The endpoint's response items: `output` (Responses API) or `choices`."""
+        return self.raw.get("output") or self.raw.get("choices")
 
 
 def classify_model_error(err: ModelError) -> ErrorClass:
     """Map a model error to its outcome (DESIGN record semantics 6).
 
-    429 or >= 500 -> "skip" (degraded S); 401/403/404, any non-4xx status or no usable
-    HTTP status -> "fatal" (fails the run); any other 4xx -> "incorrect" (degraded I).
+    429 or >= 500 -> "skip" (degraded S); 401/403/404 or no HTTP status -> "fatal" (fails
+    the run); any other non-2xx status (400, 402, a 3xx...) -> "incorrect" (degraded I).
     """
     status = err.status
     if status is None or status in _FATAL_4XX:
         return "fatal"
     if _retryable(err):  # the statuses worth retrying are the ones that degrade to S
         return "skip"
-    if 400 <= status < 500:
-        return "incorrect"
-    return "fatal"
+    return "incorrect"
 
 
 class ModelClient:
@@ -152,11 +157,10 @@ class ModelClient:
     ) -> Completion:
         """Request one chat completion; raise ModelError when it cannot be had."""
         body = self.build_body(messages, model=model, extra_body=extra_body, **params)
-        started = time.perf_counter()
         attempts = self._max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                completion = await self._attempt(body, started, attempt)
+                completion = await self._attempt(body, attempt)
                 return dataclasses.replace(completion, prompt=tuple(body["messages"]))
             except ModelError as err:
                 if not _retryable(err) or attempt == attempts:
@@ -188,8 +192,11 @@ class ModelClient:
             body["x_bench"] = {"sample_id": ctx.sample_id, "sample_epoch": ctx.epoch}
         return body
 
-    async def _attempt(self, body: dict[str, Any], started: float, attempt: int) -> Completion:
+    async def _attempt(self, body: dict[str, Any], attempt: int) -> Completion:
         """Send the request once; translate every failure into a ModelError."""
+        # The seed times the final, successful attempt: backoff sleeps and failed attempts
+        # are the infrastructure's time, not the model's.
+        started = time.perf_counter()
         try:
             response = await self._post(body)
         except httpx.TimeoutException as exc:
@@ -199,7 +206,7 @@ class ModelClient:
         if not response.is_success:
             raise _status_error(response)
         elapsed_ms = round((time.perf_counter() - started) * 1000)
-        return _parse_response(response, elapsed_ms, attempt)
+        return _parse_response(response, elapsed_ms, attempt, current_sample())
 
     async def _post(self, body: dict[str, Any]) -> httpx.Response:
         """POST the body, holding a connection slot for the duration."""
@@ -264,13 +271,18 @@ def _status_error(response: httpx.Response) -> ModelError:
     )
 
 
-def _parse_response(response: httpx.Response, elapsed_ms: int, attempts: int) -> Completion:
+def _parse_response(
+    response: httpx.Response, elapsed_ms: int, attempts: int, sample: SampleContext | None
+) -> Completion:
     """Parse a 2xx body; an unusable body is an error with no status."""
     try:
         data = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         detail = _snippet(response.text)
         raise ModelError(f"model response is not JSON: {detail}", kind="malformed") from exc
+    generation_id = _opt_str(data.get("id")) if isinstance(data, dict) else None
+    if sample is not None and generation_id is not None:
+        sample.add_generation_id(generation_id)  # every call the sample made, failed ones too
     if isinstance(data, dict) and "choices" not in data and isinstance(data.get("error"), dict):
         raise _embedded_error(data["error"])
     try:
@@ -310,6 +322,8 @@ def _completion(data: Any, elapsed_ms: int, attempts: int) -> Completion:
         elapsed_ms=elapsed_ms,
         finish_reason=_opt_str(choices[0].get("finish_reason")),
         attempts=attempts,
+        reasoning_details=message.get("reasoning_details") or None,
+        citations=message.get("annotations") or data.get("citations") or None,
     )
 
 

@@ -7,11 +7,11 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from resultlog.consumers import ResumeState, fold
+from resultlog.consumers import ResumeState, RunFold
 from resultlog.producer._records import RunIdentity, completed_record, degraded_record
 from resultlog.producer._retry import WritePolicy
 from resultlog.producer.benchmarks import Benchmark, Sample
-from resultlog.producer.context import sample_scope
+from resultlog.producer.context import SampleContext, sample_scope
 from resultlog.producer.errors import ModelError, ProducerError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
 from resultlog.producer.store import NoopResultStore, ResultStore
@@ -36,7 +36,11 @@ class Progress:
 
 @dataclass(frozen=True)
 class RunResult:
-    """A finished run: its summary (through the one fold) and its per-(sample, epoch) records."""
+    """A finished run: the run key's summary and this run's per-(sample, epoch) records.
+
+    `summary` is the run's, as replay computes it (every latest record of the run key, this
+    run's writes on top); `records`, `skipped`, `evaluated` and `degraded` are this run's.
+    """
 
     summary: RunSummary
     records: tuple[SampleResult, ...]
@@ -119,6 +123,7 @@ class _Execution:
         self.completed: list[SampleResult] = []
         self.deferred: list[SampleResult] = []
         self.progress = Progress(0, 0, 0, 0)
+        self.durable = RunFold(run.run_key)  # the run key's log as this run knows it
 
     async def resume(self, indexes: set[int]) -> ResumeState:
         """The durable state of this chunk; on a failed read, warn and evaluate everything."""
@@ -127,6 +132,8 @@ class _Execution:
         except Exception as exc:  # any failure to read means: evaluate everything
             log.warning("resume read failed, evaluating every pair: %s", exc)
             return ResumeState()
+        for record in loaded.records:
+            self.durable.offer(record)
         in_chunk = [record for record in loaded.records if record.sample_index in indexes]
         return ResumeState.of(in_chunk, self.run_identity.epochs, loaded.undecodable)
 
@@ -145,8 +152,10 @@ class _Execution:
         await self._evaluate_all(pending, max_concurrency)
         await self._persist_degraded()
         records = (*resume.seeds, *self.completed, *self.deferred)
+        for record in (*self.completed, *self.deferred):  # in write order, as the log has them
+            self.durable.apply(record)
         return RunResult(
-            summary=fold(records, self.run_identity.run_key),
+            summary=self.durable.summary(),
             records=tuple(sorted(records, key=lambda r: (r.sample_index, r.epoch))),
             skipped=len(resume.seeds),
             evaluated=len(pending),
@@ -172,8 +181,8 @@ class _Execution:
             raise _first_error(failed) from None
 
     async def _evaluate(self, sample: Sample, epoch: int) -> None:
-        with sample_scope(sample.id, epoch):
-            record = await self._outcome(sample, epoch)
+        with sample_scope(sample.id, epoch) as context:
+            record = await self._outcome(sample, epoch, context)
         if record.degraded:
             self.deferred.append(record)
         else:
@@ -181,8 +190,8 @@ class _Execution:
             self.completed.append(record)
         self._advance(record.degraded)
 
-    async def _outcome(self, sample: Sample, epoch: int) -> SampleResult:
-        run = self.run_identity
+    async def _outcome(self, sample: Sample, epoch: int, context: SampleContext) -> SampleResult:
+        run, ids = self.run_identity, context.generation_ids
         try:
             completion = await self.solver(self.benchmark, sample)
         except ModelError as err:
@@ -198,27 +207,43 @@ class _Execution:
                 kind="model_error",
                 message=str(err),
                 http_status=err.status,
+                generation_ids=ids,
             )
         except ProducerError:
             raise
         except Exception as exc:  # the solver is user code: anything it raises is its error
-            if not self.degrade_solver_errors:
-                raise SolverError(f"solver failed on {sample.id} epoch {epoch}: {exc}") from exc
-            message = f"{type(exc).__name__}: {exc}"
-            return degraded_record(
-                run,
-                sample,
-                epoch,
-                value=ScoreValue.S,
-                kind="solver_error",
-                message=message,
-                http_status=None,
-            )
-        scored = self.benchmark.score(sample, completion.text)
+            return self._user_code_failed("solver", sample, epoch, exc, ids)
+        try:
+            scored = self.benchmark.score(sample, completion.text)
+        except Exception as exc:  # scorers are user code too, classified like solvers
+            return self._user_code_failed("scorer", sample, epoch, exc, ids)
         # What the solver actually sent; a solver that does not say gets the benchmark's prompt.
         prompt = list(completion.prompt) or self.benchmark.messages(sample)
         return completed_record(
-            run, sample, epoch, prompt=prompt, completion=completion, scored=scored
+            run,
+            sample,
+            epoch,
+            prompt=prompt,
+            completion=completion,
+            scored=scored,
+            generation_ids=ids,
+        )
+
+    def _user_code_failed(
+        self, what: str, sample: Sample, epoch: int, exc: Exception, ids: list[str]
+    ) -> SampleResult:
+        """A degraded S record for a raising solver or scorer, or the run's failure."""
+        if not self.degrade_solver_errors:
+            raise SolverError(f"{what} failed on {sample.id} epoch {epoch}: {exc}") from exc
+        return degraded_record(
+            self.run_identity,
+            sample,
+            epoch,
+            value=ScoreValue.S,
+            kind=f"{what}_error",
+            message=f"{type(exc).__name__}: {exc}",
+            http_status=None,
+            generation_ids=ids,
         )
 
     async def _persist_degraded(self) -> None:

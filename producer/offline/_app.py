@@ -45,6 +45,9 @@ class Behavior:
     retry_after: float | None = None
     reasoning: str | None = None
     tool_calls: list[Any] | None = None
+    generation_id: str | None = None
+    message_extra: dict[str, Any] | None = None
+    """Extra fields of the assistant message (e.g. OpenAI's `annotations`)."""
 
 
 class LoggedRequest(NamedTuple):
@@ -192,11 +195,12 @@ class App:
         model = body.get("model")
         completion = completion_body(
             model=model if isinstance(model, str) else MODEL_ID,
-            gen_id=generation_id(*key, seed=seed),
+            gen_id=behavior.generation_id or generation_id(*key, seed=seed),
             messages=body["messages"],
             answer=answer,
             reasoning=behavior.reasoning,
             tool_calls=behavior.tool_calls,
+            message_extra=behavior.message_extra,
         )
         return _json_reply(200, completion)
 

@@ -128,6 +128,7 @@ def completion_body(
     answer: str,
     reasoning: str | None = None,
     tool_calls: list[Any] | None = None,
+    message_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An OpenAI/OpenRouter chat.completion body with usage and a deterministic cost."""
     prompt_tokens = sum(
@@ -138,7 +139,10 @@ def completion_body(
     total = prompt_tokens + completion_tokens
     message: dict[str, Any] = {"role": "assistant", "content": answer}
     if reasoning is not None:
+        # OpenRouter returns the reasoning both as text and as structured details.
         message["reasoning"] = reasoning
+        message["reasoning_details"] = [{"type": "reasoning.text", "text": reasoning}]
+    message.update(message_extra or {})
     if tool_calls is not None:
         message["tool_calls"] = tool_calls
     finish = "tool_calls" if tool_calls else "stop"

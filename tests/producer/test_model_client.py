@@ -224,7 +224,9 @@ async def test_elapsed_time_covers_the_call(offline_server: ModelServer) -> None
     ("status", "verdict"),
     [
         (None, "fatal"),
-        (300, "fatal"),
+        (300, "incorrect"),
+        (302, "incorrect"),
+        (402, "incorrect"),
         (400, "incorrect"),
         (408, "incorrect"),
         (401, "fatal"),

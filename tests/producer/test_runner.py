@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+import time
 from collections import Counter
 
 import pytest
@@ -10,6 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from resultlog.consumers import RunRecords, fold, read_run_records
 from resultlog.kafka import KafkaConnection
+from resultlog.producer._scorers import Scored
 from resultlog.producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith
 from resultlog.producer.errors import PersistenceError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient
@@ -126,8 +129,46 @@ async def test_absolute_indexes_with_a_range(
     assert sorted(r.sample_index for r in stored) == [4, 5, 6, 7]
 
 
-async def test_a_stored_epoch_outside_the_range_is_ignored(
+async def test_a_range_starting_after_0_skips_its_stored_record(
     kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
+) -> None:
+    bench = small()
+    first = await run(bench, model_client, kafka_store, "r3b", sample_range=(5, 6), epochs=2)
+    assert [(r.sample_index, r.epoch) for r in first.records] == [(5, 0), (5, 1)]
+    before = model_server.request_counts()
+
+    result = await run(bench, model_client, kafka_store, "r3b", sample_range=(4, 8), epochs=2)
+
+    stored = {(5, 0), (5, 1)} - {(r.sample_index, r.epoch) for r in first.records if r.degraded}
+    assert result.skipped == len(stored) and result.evaluated == 8 - len(stored)
+    for index, epoch in stored:
+        pair = (bench.items[index].id, epoch)
+        assert model_server.request_counts()[pair] == before[pair], "a stored pair was asked"
+    assert sorted((r.sample_index, r.epoch) for r in result.records) == [
+        (i, e) for i in range(4, 8) for e in range(2)
+    ]
+    assert result.summary.records == 8  # the run: samples 4-7, sample 5 from the first run
+
+
+async def test_duplicate_records_from_a_store_seed_once(model_client: ModelClient) -> None:
+    bench = small(2)
+    durable = await run(bench, model_client, NoopResultStore(), "r-dup")
+
+    class RepeatingStore(NoopResultStore):
+        async def load(self, run_key: RunKey) -> RunRecords:
+            return RunRecords([*durable.records, *durable.records], 0)  # repeats every key
+
+    result = await run(bench, model_client, RepeatingStore(), "r-dup")
+    completed = sum(not r.degraded for r in durable.records)
+    assert result.skipped == completed
+    assert result.summary.records == 2
+
+
+async def test_a_stored_epoch_outside_the_range_is_ignored(
+    settings: Settings,
+    kafka_store: KafkaResultStore,
+    model_client: ModelClient,
+    model_server: ModelServer,
 ) -> None:
     first = await run(small(3), model_client, kafka_store, "r4", epochs=3)
     degraded_before = {(r.sample_id, r.epoch) for r in first.records if r.degraded}
@@ -135,7 +176,10 @@ async def test_a_stored_epoch_outside_the_range_is_ignored(
 
     result = await run(small(3), model_client, kafka_store, "r4", epochs=2)
 
-    assert result.summary.records == 6
+    # The worker reports the run's summary, replay's (DESIGN rule 8): the newest record
+    # gives the shape, and the epoch-2 records are either in it or counted out of it.
+    assert result.summary == fold(topic_log(settings, RunKey("r4", "arith", MODEL)))
+    assert result.summary.records + result.summary.out_of_shape == 9
     assert sorted({r.epoch for r in result.records}) == [0, 1]
     requested_again = {p for p, n in model_server.request_counts().items() if n > before[p]}
     assert requested_again <= degraded_before
@@ -202,6 +246,94 @@ async def test_a_stored_degraded_record_is_re_run(
     assert model_server.request_count(bench.items[1].id, 0) == before + 1
     assert second.skipped == 2 and second.evaluated == 1
     assert second.summary.degraded_records == 0
+
+
+async def test_a_3xx_gives_a_degraded_incorrect_outcome(
+    kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
+) -> None:
+    bench = small(2)
+    model_server.override(bench.items[0].id, 0, Behavior(status=302))
+    result = await run(bench, model_client, kafka_store, "r302")
+    record = next(r for r in result.records if r.sample_index == 0)
+    assert record.degraded and record.score.value is ScoreValue.I
+    assert record.error is not None and record.error.http_status == 302
+
+
+async def test_scorer_errors_are_classified_like_solver_errors(
+    kafka_store: KafkaResultStore, model_client: ModelClient
+) -> None:
+    def raising(target: str | None, text: str) -> Scored:
+        raise ValueError("scorer could not parse")
+
+    full = small(2)
+    bench = StaticBenchmark("arith", full.items, raising, full.system_prompt)
+    with pytest.raises(SolverError, match="scorer failed on arith-0000 epoch 0"):
+        await run(bench, model_client, kafka_store, "r-scorer", max_concurrency=1)
+    result = await run(bench, model_client, kafka_store, "r-scorer", degrade_solver_errors=True)
+    assert all(r.degraded and r.score.value is ScoreValue.S for r in result.records)
+    assert {r.error.kind for r in result.records if r.error} == {"scorer_error"}
+
+
+async def test_every_model_call_of_a_sample_is_listed_once_in_call_order(
+    kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
+) -> None:
+    bench = small(1)
+    sample_id = bench.items[0].id
+    model_server.override(
+        sample_id,
+        0,
+        Behavior(generation_id="gen-b"),
+        Behavior(generation_id="gen-a"),
+        Behavior(generation_id="gen-b"),
+    )
+
+    async def three_turns(benchmark: Benchmark, sample: Sample) -> Completion:
+        messages = benchmark.messages(sample)
+        for _ in range(2):
+            await model_client.complete(messages, model=MODEL)
+        return await model_client.complete(messages, model=MODEL)
+
+    result = await run_benchmark(
+        bench, MODEL, run_id="r-ids", solver=three_turns, store=kafka_store
+    )
+    assert result.records[0].generation_ids == ("gen-b", "gen-a")
+
+
+async def test_generation_time_is_the_final_attempt_s(
+    kafka_store: KafkaResultStore, model_server: ModelServer
+) -> None:
+    bench = small(1)
+    model_server.override(bench.items[0].id, 0, Behavior(status=500), Behavior(delay_s=0.05))
+    async with ModelClient(model_server.base_url, max_retries=1, backoff_initial=1.0) as client:
+        started = time.perf_counter()
+        result = await run(bench, client, kafka_store, "r-time")
+        wall_ms = (time.perf_counter() - started) * 1000
+    (record,) = result.records
+    assert not record.degraded and record.generation_time_ms is not None
+    assert wall_ms >= 500  # the backoff after the 500 (>= half of 1 s, with jitter)
+    assert 50 <= record.generation_time_ms < 400  # the final attempt alone
+
+
+async def test_reasoning_details_citations_response_items_and_trajectory_are_kept(
+    kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
+) -> None:
+    bench = small(1)
+    annotations = [{"type": "url_citation", "url_citation": {"url": "https://example.org"}}]
+    model_server.override(
+        bench.items[0].id,
+        0,
+        Behavior(reasoning="add them", message_extra={"annotations": annotations}),
+    )
+    (record,) = (await run(bench, model_client, kafka_store, "r-rich")).records
+    assistant = record.messages[-1]
+    assert json.loads(assistant.reasoning_details or "") == [
+        {"type": "reasoning.text", "text": "add them"}
+    ]
+    assert json.loads(assistant.citations or "") == annotations
+    items = json.loads(record.response_items or "")
+    assert items[0]["message"]["content"] == assistant.content
+    steps = json.loads(record.score.trajectory or "")
+    assert steps[-1]["step"] == "compare" and steps[-1]["equal"] is True
 
 
 async def test_solver_errors_degrade_only_when_asked(kafka_store: KafkaResultStore) -> None:
