@@ -13,8 +13,7 @@ from typing import Any
 from resultlog.producer._scorers import Scored
 from resultlog.producer.benchmarks import Sample
 from resultlog.producer.model_client import Completion
-from resultlog.schemas import RecordStatus, RunKey, SampleResult, ScoreValue, Worker
-from resultlog.schemas._types import TRUSTED_JSON
+from resultlog.schemas import TRUSTED_JSON, RecordStatus, RunKey, SampleResult, ScoreValue, Worker
 
 __all__ = ["RunIdentity", "completed_record", "degraded_record"]
 

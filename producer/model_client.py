@@ -19,6 +19,7 @@ from pydantic import SecretStr
 
 from resultlog.producer.context import SampleContext, current_sample
 from resultlog.producer.errors import ModelError
+from resultlog.schemas import MAX_COST_USD, MAX_TOKENS
 
 __all__ = [
     "Completion",
@@ -348,7 +349,7 @@ def _usage(raw: Any) -> Usage | None:
     output_tokens = _count(raw.get("completion_tokens"))
     total = raw.get("total_tokens")
     cost = raw.get("cost")
-    return Usage(
+    usage = Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         total_tokens=_count(total) if total is not None else input_tokens + output_tokens,
@@ -357,6 +358,17 @@ def _usage(raw: Any) -> Usage | None:
         else 0,
         cost=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
     )
+    _check_bounds(usage)
+    return usage
+
+
+def _check_bounds(usage: Usage) -> None:
+    """Refuse usage no record may carry (DESIGN rule 9), naming the field."""
+    for name in ("input_tokens", "output_tokens", "total_tokens", "reasoning_tokens"):
+        if getattr(usage, name) > MAX_TOKENS:
+            raise ValueError(f"usage.{name} {getattr(usage, name)} is above {MAX_TOKENS}")
+    if usage.cost is not None and not 0.0 <= usage.cost <= MAX_COST_USD:
+        raise ValueError(f"usage.cost {usage.cost} is outside [0, {MAX_COST_USD:g}] USD")
 
 
 def _count(value: Any) -> int:

@@ -1,7 +1,16 @@
 """resultlog's contract: record models, Kafka keys and partitions, and the Avro codec."""
 
 from resultlog.schemas._catalog import SchemaCatalog, SchemaVersion, shipped_catalog
-from resultlog.schemas._types import FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS
+from resultlog.schemas._types import (
+    FORMAT_VERSION,
+    MAX_COST_USD,
+    MAX_INDEX,
+    MAX_METRIC,
+    MAX_MILLIS,
+    MAX_TOKENS,
+    SUPPORTED_FORMAT_VERSIONS,
+    TRUSTED_JSON,
+)
 from resultlog.schemas.codec import Codec, WireFormat
 from resultlog.schemas.errors import (
     DecodeError,
@@ -39,7 +48,13 @@ from resultlog.schemas.summary import AsOf, RunSummary, SummaryUsage
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_COST_USD",
+    "MAX_INDEX",
+    "MAX_METRIC",
+    "MAX_MILLIS",
+    "MAX_TOKENS",
     "SUPPORTED_FORMAT_VERSIONS",
+    "TRUSTED_JSON",
     "AsOf",
     "Codec",
     "DecodeError",

@@ -10,8 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resultlog.consumers import RunFold, fold
-from resultlog.schemas import RunSummary, SampleResult, ScoreValue, Usage
-from resultlog.schemas._types import MAX_COST_USD, MAX_METRIC, MAX_MILLIS, MAX_TOKENS
+from resultlog.schemas import (
+    MAX_COST_USD,
+    MAX_METRIC,
+    MAX_MILLIS,
+    MAX_TOKENS,
+    RunSummary,
+    SampleResult,
+    ScoreValue,
+    Usage,
+)
 from tests.factories import RUN_KEY, make_record
 
 

@@ -324,3 +324,22 @@ async def test_content_parts_and_reasoning_content_are_read() -> None:
     assert completion.reasoning == "2 and 2"
     assert completion.usage is not None
     assert (completion.usage.total_tokens, completion.usage.cost) == (8, None)
+
+
+@pytest.mark.parametrize(
+    ("usage", "field"),
+    [
+        ({"prompt_tokens": 2**40, "completion_tokens": 1}, "usage.input_tokens"),
+        ({"prompt_tokens": 1, "completion_tokens": 1, "cost": 1e308}, "usage.cost"),
+        ({"prompt_tokens": 1, "completion_tokens": 1, "cost": -1.0}, "usage.cost"),
+    ],
+)
+async def test_usage_out_of_the_contracts_bounds_is_a_fatal_error_naming_it(
+    usage: dict[str, Any], field: str
+) -> None:
+    body = chat_body({"content": "4"}, usage=usage)
+    transport, _ = scripted(httpx.Response(200, json=body))
+    async with ModelClient("http://x/v1", transport=transport) as client:
+        with pytest.raises(ModelError, match=field) as caught:
+            await client.complete(ask(), model=MODEL)
+    assert caught.value.kind == "malformed" and classify_model_error(caught.value) == "fatal"

@@ -9,6 +9,11 @@ from typing import Any
 from hypothesis import strategies as st
 
 from resultlog.schemas import (
+    MAX_COST_USD,
+    MAX_INDEX,
+    MAX_METRIC,
+    MAX_MILLIS,
+    MAX_TOKENS,
     AsOf,
     Harness,
     Message,
@@ -23,7 +28,6 @@ from resultlog.schemas import (
     Usage,
     Worker,
 )
-from resultlog.schemas._types import MAX_COST_USD, MAX_INDEX, MAX_METRIC, MAX_MILLIS, MAX_TOKENS
 
 MAX_LONG = 2**63 - 1
 text = st.text(max_size=40)
