@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from resultlog.schemas import Codec, DecodeError, RecordId, SampleResult
 
-from resultlog.schemas import Codec, DecodeError, RunKey, SampleResult, decode_key
-
-__all__ = ["RecordId", "decode_record_id", "decode_value"]
-
-
-class RecordId(NamedTuple):
-    """What a results-topic key names: one (sample, epoch) of one run key."""
-
-    run_key: RunKey
-    sample_index: int
-    epoch: int
-
-
-def decode_record_id(raw: bytes) -> RecordId:
-    """The record id a key names; DecodeError if it is not a key of ours."""
-    return RecordId._make(decode_key(raw))
+__all__ = ["decode_value"]
 
 
 def decode_value(

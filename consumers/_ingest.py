@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from confluent_kafka import Message
 
-from resultlog.consumers._decode import RecordId, decode_record_id, decode_value
+from resultlog.consumers._decode import decode_value
 from resultlog.consumers.dlq import MISROUTED, reason_kind
-from resultlog.schemas import Codec, DecodeError, SampleResult, partition_for
+from resultlog.schemas import Codec, DecodeError, RecordId, SampleResult, decode_key, partition_for
 
 __all__ = ["Ingested", "Poison", "ingest"]
 
@@ -49,7 +49,7 @@ def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
         return Ingested(partition, offset, key, value, record_id, record, poison)
 
     try:
-        record_id = decode_record_id(key if key is not None else b"")
+        record_id = decode_key(key if key is not None else b"")
     except DecodeError as exc:
         error = exc.at(topic, partition, offset)
         return result(None, None, Poison(reason_kind(error), str(error)))

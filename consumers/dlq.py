@@ -19,6 +19,7 @@ from resultlog.kafka import Headers, KafkaClientError, KafkaConnection, produce
 from resultlog.schemas import (
     DecodeError,
     KeyDecodeError,
+    OutOfRangeError,
     UnknownFormatVersionError,
     UnknownSchemaError,
 )
@@ -48,6 +49,7 @@ UNKNOWN_SCHEMA: Final = "unknown_schema"
 UNKNOWN_FORMAT_VERSION: Final = "unknown_format_version"
 UNDECODABLE_VALUE: Final = "undecodable_value"
 MISROUTED: Final = "misrouted"
+OUT_OF_RANGE: Final = "out_of_range"
 REASON_KINDS: Final = (
     BAD_KEY,
     EMPTY_VALUE,
@@ -55,6 +57,7 @@ REASON_KINDS: Final = (
     UNKNOWN_FORMAT_VERSION,
     UNDECODABLE_VALUE,
     MISROUTED,
+    OUT_OF_RANGE,
 )
 _MAX_REASON = 2000  # a pydantic report can be long; the header only needs its start
 
@@ -67,6 +70,8 @@ def reason_kind(error: DecodeError) -> str:
         return UNKNOWN_FORMAT_VERSION
     if isinstance(error, UnknownSchemaError):
         return UNKNOWN_SCHEMA
+    if isinstance(error, OutOfRangeError):
+        return OUT_OF_RANGE
     if not error.raw:
         return EMPTY_VALUE
     return UNDECODABLE_VALUE

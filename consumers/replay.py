@@ -44,9 +44,9 @@ class ReplayResult:
 
 def replay_run(kafka: KafkaConnection, run_key: RunKey) -> ReplayResult:
     """Recompute one run key's summary from its partition."""
-    records, undecodable = read_run_records(kafka, run_key)
+    records, undecodable, reasons = read_run_records(kafka, run_key)
     as_of = AsOf(computed_at=datetime.now(UTC), source="replay")
-    result = ReplayResult(records=len(records), undecodable=undecodable)
+    result = ReplayResult(records=len(records), undecodable=undecodable, reasons=dict(reasons))
     result.summaries[run_key] = fold(records, run_key, as_of)
     return result
 

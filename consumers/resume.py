@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple
 
 from confluent_kafka import Consumer, KafkaException
 
-from resultlog.consumers._decode import decode_record_id, decode_value
+from resultlog.consumers._decode import decode_value
 from resultlog.consumers._scan import scan
+from resultlog.consumers.dlq import reason_kind
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import DecodeError, RunKey, SampleResult, partition_for, run_key_prefix
+from resultlog.schemas import (
+    DecodeError,
+    RunKey,
+    SampleResult,
+    decode_key,
+    partition_for,
+    run_key_prefix,
+)
 
 __all__ = [
     "ResumeState",
@@ -51,10 +62,11 @@ class ResumeState:
 
 
 class RunRecords(NamedTuple):
-    """A run key's latest records, and how many latest values could not be decoded."""
+    """A run key's latest records, and how many latest values could not be decoded (by kind)."""
 
     records: list[SampleResult]
     undecodable: int
+    reasons: Mapping[str, int] = MappingProxyType({})
 
 
 def _latest_per_key(records: list[SampleResult]) -> list[SampleResult]:
@@ -83,17 +95,17 @@ def read_run_records(
     partition, latest = latest_run_values(kafka, run_key, timeout_s=timeout_s)
     topic, codec = kafka.results_topic, kafka.codec
     records: list[SampleResult] = []
-    undecodable = 0
+    reasons: Counter[str] = Counter()
     for raw_key, (offset, value) in latest.items():
         try:
-            key = decode_record_id(raw_key)
+            key = decode_key(raw_key)
             records.append(
                 decode_value(codec, key, value, topic=topic, partition=partition, offset=offset)
             )
         except DecodeError as exc:
-            undecodable += 1
+            reasons[reason_kind(exc)] += 1
             log.warning("resume ignores an undecodable record: %s", exc)
-    return RunRecords(records, undecodable)
+    return RunRecords(records, reasons.total(), MappingProxyType(dict(reasons)))
 
 
 def latest_run_values(
@@ -118,7 +130,7 @@ def resume_state(
     kafka: KafkaConnection, run_key: RunKey, epochs: int, *, timeout_s: float = 30.0
 ) -> ResumeState:
     """Read the run key's records and sort them into a ResumeState."""
-    records, undecodable = read_run_records(kafka, run_key, timeout_s=timeout_s)
+    records, undecodable, _ = read_run_records(kafka, run_key, timeout_s=timeout_s)
     return ResumeState.of(records, epochs, undecodable)
 
 

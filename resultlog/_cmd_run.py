@@ -131,7 +131,7 @@ def status_command(args: argparse.Namespace) -> int:
     """Print the resume view of a run key: what a re-run would skip and retry."""
     run_key = RunKey(args.run_id, args.benchmark, args.model)
     with connect() as kafka:
-        records, undecodable = read_run_records(kafka, run_key)
+        records, undecodable, _ = read_run_records(kafka, run_key)
     epochs = args.epochs or max((r.epochs for r in records), default=1)
     state = ResumeState.of(records, epochs, undecodable)
     expected = max((r.dataset_size * r.epochs for r in records if r.dataset_size), default=None)

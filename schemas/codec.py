@@ -86,6 +86,16 @@ def _as_bytes(raw: bytes | bytearray | memoryview | None, where: Where) -> bytes
     return raw
 
 
+def _one_line(errors: list[Any]) -> str:
+    """A pydantic error report on one line: `field: message (input)` per error."""
+    parts = []
+    for error in errors[:5]:
+        where = ".".join(str(part) for part in error["loc"]) or "record"
+        parts.append(f"{where}: {error['msg']} (got {str(error.get('input'))[:60]})")
+    more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
+    return "; ".join(parts) + more
+
+
 class _RecordCodec(Generic[ModelT]):
     """Encoding and decoding of one record type against its current reader schema."""
 
@@ -132,8 +142,9 @@ class _RecordCodec(Generic[ModelT]):
         try:
             return cast(ModelT, self._validate(datum, context=TRUSTED_JSON))
         except ValidationError as exc:
-            out_of_range = all(error["type"] in _BOUND_ERRORS for error in exc.errors())
-            reason = f"{self.name} violates the contract: {exc}"
+            errors = exc.errors()
+            out_of_range = all(error["type"] in _BOUND_ERRORS for error in errors)
+            reason = f"{self.name} violates the contract: {_one_line(errors)}"
             raise _fail(
                 OutOfRangeError if out_of_range else DecodeError, reason, raw, where
             ) from exc

@@ -11,10 +11,9 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from resultlog.consumers._decode import RecordId
 from resultlog.consumers.aggregator._health import Health, PartitionHealth
 from resultlog.consumers.fold import RunFold
-from resultlog.schemas import AsOf, RunKey, RunSummary, SampleResult, partition_for
+from resultlog.schemas import AsOf, RecordId, RunKey, RunSummary, SampleResult, partition_for
 
 __all__ = ["AggregatorState", "Job", "Lookup", "PartitionState", "Shared", "utc_now"]
 

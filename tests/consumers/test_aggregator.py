@@ -15,7 +15,6 @@ import httpx
 import pytest
 
 from resultlog.consumers import fold, replay_run
-from resultlog.consumers._decode import RecordId
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.kafka import KafkaConnection
@@ -24,6 +23,7 @@ from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.producer.runner import model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import (
+    RecordId,
     RunKey,
     encode_key,
     partition_for,
