@@ -23,7 +23,7 @@ from resultlog.schemas import (
     WireFormat,
     shipped_catalog,
 )
-from resultlog.schemas._catalog import SAMPLE_RESULT, build_version
+from resultlog.schemas._catalog import MODEL_VERSIONS, SAMPLE_RESULT, build_version
 from resultlog.schemas._registry import Registry
 from tests.schemas.apicurio import ApicurioRegistry
 from tests.schemas.conftest import RecordFactory
@@ -225,9 +225,9 @@ def test_a_refused_registration_is_a_registry_error(
     Codec(registry_client=client).encode_sample_result(make_record(), topic)
     definition = dict(shipped_catalog().current(SAMPLE_RESULT).definition)
     definition["fields"] = [*definition["fields"], {"name": "required_new", "type": "long"}]
-    incompatible = SchemaCatalog([build_version(definition, 1)]).with_versions(
-        [v for v in shipped_catalog().all() if v.name != SAMPLE_RESULT]
-    )
+    incompatible = SchemaCatalog(
+        [build_version(definition, MODEL_VERSIONS[SAMPLE_RESULT])]
+    ).with_versions([v for v in shipped_catalog().all() if v.name != SAMPLE_RESULT])
     codec = Codec(registry_client=client, catalog=incompatible)
     with pytest.raises(RegistryError, match=r"registry refused resultlog\.SampleResult") as info:
         codec.encode_sample_result(make_record(), topic)
