@@ -92,7 +92,7 @@ def _start_aggregator(settings: Settings) -> subprocess.Popen[str]:
 
 def _serve() -> int:
     """The child: `resultlog aggregator --http 127.0.0.1:0`, through its own handler."""
-    from resultlog._cmd_aggregator import aggregator_command
+    from resultlog.cli._aggregator import aggregator_command
 
     args = argparse.Namespace(http=("127.0.0.1", 0), group=None, instance_id=None)
     return aggregator_command(args)

@@ -12,7 +12,14 @@ from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold, fold
 from resultlog.consumers.purge import PurgeError, purge_run
 from resultlog.consumers.replay import ReplayResult, replay_all, replay_run
-from resultlog.consumers.resume import ResumeState, RunRecords, read_run_records, resume_state
+from resultlog.consumers.resume import (
+    ResumeState,
+    RunRecords,
+    RunStatus,
+    read_run_records,
+    resume_state,
+    run_status,
+)
 from resultlog.consumers.summaries import SummaryPublisher
 
 if TYPE_CHECKING:
@@ -26,6 +33,7 @@ __all__ = [
     "ResumeState",
     "RunFold",
     "RunRecords",
+    "RunStatus",
     "SummaryPublisher",
     "fold",
     "purge_run",
@@ -33,6 +41,7 @@ __all__ = [
     "replay_all",
     "replay_run",
     "resume_state",
+    "run_status",
 ]
 
 

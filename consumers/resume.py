@@ -15,6 +15,7 @@ from resultlog.consumers._decode import decode_value
 from resultlog.consumers._scan import scan
 from resultlog.consumers.dlq import reason_kind
 from resultlog.consumers.errors import ConsumerError
+from resultlog.consumers.fold import RunFold
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
     DecodeError,
@@ -28,9 +29,11 @@ from resultlog.schemas import (
 __all__ = [
     "ResumeState",
     "RunRecords",
+    "RunStatus",
     "latest_run_values",
     "read_run_records",
     "resume_state",
+    "run_status",
 ]
 
 log = logging.getLogger(__name__)
@@ -148,3 +151,46 @@ def _latest_values(
             else:
                 latest[key] = (message.offset() or 0, value)
     return latest
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """The resume view of a run key: what a re-run would skip and what it would retry."""
+
+    run_key: RunKey
+    records: int
+    expected_records: int | None
+    completed: int
+    degraded: int
+    skip_list: int
+    out_of_range: int
+    undecodable: int
+
+    def as_json(self) -> dict[str, object]:
+        """The view with the run key's parts as separate fields, as `status --json` prints it."""
+        fields = {k: v for k, v in vars(self).items() if k != "run_key"}
+        run_key = self.run_key
+        parts = {"run_id": run_key.run_id, "benchmark_id": run_key.benchmark_id}
+        return {**parts, "model": run_key.model, **fields}
+
+
+def run_status(kafka: KafkaConnection, run_key: RunKey, epochs: int | None = None) -> RunStatus:
+    """The resume view of a run key; `epochs` defaults to the run's shape (its newest record)."""
+    loaded = read_run_records(kafka, run_key)
+    folded = RunFold(run_key)
+    for record in loaded.records:
+        folded.offer(record)
+    shape = folded.shape
+    state = ResumeState.of(
+        loaded.records, epochs or (shape.epochs if shape else 1), loaded.undecodable
+    )
+    return RunStatus(
+        run_key=run_key,
+        records=len(loaded.records),
+        expected_records=folded.summary().expected_records,
+        completed=len(state.seeds),
+        degraded=len(state.degraded),
+        skip_list=len(state.skip_list),
+        out_of_range=state.out_of_range,
+        undecodable=state.undecodable,
+    )

@@ -8,8 +8,8 @@ import gc
 import signal
 from typing import Any
 
-from resultlog._connect import connect
-from resultlog._validate import run_key_part
+from resultlog.cli._args import run_key_part
+from resultlog.cli._connect import connect
 from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 from resultlog.errors import CliError
 from resultlog.schemas.errors import ResultLogError

@@ -6,7 +6,12 @@ import argparse
 import unicodedata
 from collections.abc import Callable
 
-__all__ = ["parse_range", "positive_int", "run_key_part"]
+from resultlog.errors import CliError
+from resultlog.schemas import RunKey
+
+__all__ = ["add_run_key", "parse_range", "positive_int", "run_key_of", "run_key_part"]
+
+_RUN_KEY_OPTIONS = (("run_id", "run id"), ("benchmark", "benchmark"), ("model", "model"))
 
 _MAX_PART = 256
 
@@ -39,6 +44,24 @@ def run_key_part(name: str) -> Callable[[str], str]:
         return text
 
     return parse
+
+
+def add_run_key(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """Add --run-id, --benchmark and --model: the run key a command is about."""
+    for dest, name in _RUN_KEY_OPTIONS:
+        option = "--" + dest.replace("_", "-")
+        parser.add_argument(option, dest=dest, required=required, type=run_key_part(name))
+
+
+def run_key_of(args: argparse.Namespace, alternative: str | None = None) -> RunKey:
+    """The run key named by --run-id, --benchmark and --model; one line naming what is missing."""
+    missing = [
+        "--" + dest.replace("_", "-") for dest, _ in _RUN_KEY_OPTIONS if not getattr(args, dest)
+    ]
+    if missing:
+        instead = f" (or {alternative})" if alternative else ""
+        raise CliError(f"{args.command} needs {', '.join(missing)}{instead}")
+    return RunKey(args.run_id, args.benchmark, args.model)
 
 
 def parse_range(text: str) -> tuple[int, int]:

@@ -9,12 +9,11 @@ from typing import Any
 
 from rich.progress import Progress
 
-from resultlog._connect import connect
-from resultlog._validate import run_key_part
+from resultlog.cli._args import add_run_key, run_key_of
+from resultlog.cli._connect import connect
 from resultlog.consumers import ReplayResult, SummaryPublisher, replay_all, replay_run
-from resultlog.errors import CliError
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunKey
+from resultlog.schemas import RunSummary
 
 __all__ = ["register"]
 
@@ -22,9 +21,7 @@ __all__ = ["register"]
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     """Add `replay` to the command line."""
     replay = commands.add_parser("replay", help="recompute run summaries from the topic")
-    replay.add_argument("--run-id", type=run_key_part("run id"))
-    replay.add_argument("--benchmark", type=run_key_part("benchmark"))
-    replay.add_argument("--model", type=run_key_part("model"))
+    add_run_key(replay, required=False)
     replay.add_argument("--all", action="store_true", help="every run in the topic")
     replay.add_argument("--publish", action="store_true", help="write to the summaries topic")
     replay.add_argument("--json", action="store_true", help="print JSON")
@@ -37,7 +34,7 @@ def replay_command(args: argparse.Namespace) -> int:
         if args.all:
             result = _replay_everything(kafka, show=not args.json)
         else:
-            result = replay_run(kafka, _run_key(args))
+            result = replay_run(kafka, run_key_of(args, alternative="--all"))
         _warn_undecodable(result)
         summaries = list(result.summaries.values())
         if args.publish:
@@ -57,14 +54,6 @@ def _warn_undecodable(result: ReplayResult) -> None:
         )
 
 
-def _run_key(args: argparse.Namespace) -> RunKey:
-    missing = [f"--{name}" for name in ("run_id", "benchmark", "model") if not getattr(args, name)]
-    if missing:
-        names = ", ".join(name.replace("_", "-") for name in missing)
-        raise CliError(f"replay needs {names} (or --all)")
-    return RunKey(args.run_id, args.benchmark, args.model)
-
-
 def _replay_everything(kafka: KafkaConnection, *, show: bool) -> ReplayResult:
     with Progress(disable=not show, transient=True) as progress:
         task = progress.add_task("replaying", total=None)
@@ -75,7 +64,7 @@ def _replay_everything(kafka: KafkaConnection, *, show: bool) -> ReplayResult:
         return replay_all(kafka, on_progress=update)
 
 
-def _print(summaries: list[Any], *, as_list: bool, as_json: bool) -> None:
+def _print(summaries: list[RunSummary], *, as_list: bool, as_json: bool) -> None:
     if as_json and as_list:
         print(json.dumps([s.model_dump(mode="json") for s in summaries]))
     elif as_json:
@@ -84,7 +73,7 @@ def _print(summaries: list[Any], *, as_list: bool, as_json: bool) -> None:
         for summary in summaries:
             usage = summary.usage
             print(
-                f"{summary.run_id} / {summary.benchmark_id} / {summary.model}: "
+                f"{summary.run_key}: "
                 f"{summary.records} records ({summary.degraded_records} degraded), "
                 f"accuracy {summary.accuracy:.4f} over {summary.total_questions} questions "
                 f"({summary.skipped_questions} skipped), {usage.total_tokens} tokens"

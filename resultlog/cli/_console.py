@@ -56,7 +56,7 @@ class ProgressBar:
 
 def print_summary(summary: RunSummary, *, skipped: int, evaluated: int) -> None:
     """Print the run summary as a table."""
-    table = Table(title=f"{summary.run_id} / {summary.benchmark_id} / {summary.model}")
+    table = Table(title=str(summary.run_key))
     table.add_column("field")
     table.add_column("value", justify="right")
     rows: list[tuple[str, object]] = [

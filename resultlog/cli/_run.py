@@ -1,18 +1,16 @@
-"""Handlers of `resultlog run` and `resultlog status`: the worker side of the command line."""
+"""Handlers of `resultlog run` and `resultlog model-server`: a worker on the command line."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
-import json
 from collections.abc import Iterator
 from typing import Any
 
-from resultlog._connect import connect
-from resultlog._console import ProgressBar, print_summary
-from resultlog._validate import parse_range, positive_int, run_key_part
-from resultlog.consumers import ResumeState, read_run_records
+from resultlog.cli._args import parse_range, positive_int, run_key_part
+from resultlog.cli._connect import connect
+from resultlog.cli._console import ProgressBar, print_summary
 from resultlog.errors import CliError
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import (
@@ -27,13 +25,12 @@ from resultlog.producer import (
 )
 from resultlog.producer.benchmarks import limit_samples
 from resultlog.producer.offline import ModelServer
-from resultlog.schemas import RunKey
 
 __all__ = ["register"]
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
-    """Add `run` and `status` to the command line."""
+    """Add `run` and `model-server` to the command line."""
     run = commands.add_parser("run", help="run a benchmark, persisting every (sample, epoch)")
     run.add_argument("benchmark", help="a built-in name (arith) or a JSONL file")
     run.add_argument("--model", required=True, type=run_key_part("model"))
@@ -47,21 +44,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.set_defaults(handler=run_command)
 
-    status = commands.add_parser("status", help="the resume view of a run")
-    _run_key_arguments(status)
-    status.add_argument("--epochs", type=positive_int("epochs", 1000), default=None)
-    status.add_argument("--json", action="store_true", help="print JSON")
-    status.set_defaults(handler=status_command)
-
     server = commands.add_parser("model-server", help="serve the offline model until stopped")
     offline.add_arguments(server)
     server.set_defaults(handler=offline.serve)
-
-
-def _run_key_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run-id", required=True, type=run_key_part("run id"))
-    parser.add_argument("--benchmark", required=True, type=run_key_part("benchmark"))
-    parser.add_argument("--model", required=True, type=run_key_part("model"))
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -125,31 +110,3 @@ def _endpoint(base_url: str | None) -> Iterator[str]:
         return
     with ModelServer() as server:
         yield server.base_url
-
-
-def status_command(args: argparse.Namespace) -> int:
-    """Print the resume view of a run key: what a re-run would skip and retry."""
-    run_key = RunKey(args.run_id, args.benchmark, args.model)
-    with connect() as kafka:
-        records, undecodable, _ = read_run_records(kafka, run_key)
-    epochs = args.epochs or max((r.epochs for r in records), default=1)
-    state = ResumeState.of(records, epochs, undecodable)
-    expected = max((r.dataset_size * r.epochs for r in records if r.dataset_size), default=None)
-    view = {
-        "run_id": run_key.run_id,
-        "benchmark_id": run_key.benchmark_id,
-        "model": run_key.model,
-        "records": len(records),
-        "expected_records": expected,
-        "completed": len(state.seeds),
-        "degraded": len(state.degraded),
-        "skip_list": len(state.skip_list),
-        "out_of_range": state.out_of_range,
-        "undecodable": state.undecodable,
-    }
-    if args.json:
-        print(json.dumps(view))
-    else:
-        for name, value in view.items():
-            print(f"{name:>16}: {value}")
-    return 0

@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from resultlog._connect import connect
-from resultlog._validate import run_key_part
+from resultlog.cli._args import add_run_key, run_key_of
+from resultlog.cli._connect import connect
 from resultlog.consumers import purge_run
 from resultlog.schemas import RunKey
 
@@ -19,25 +19,22 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     purge = commands.add_parser(
         "purge", help="delete a run: tombstones for its records and its summary"
     )
-    purge.add_argument("--run-id", required=True, type=run_key_part("run id"))
-    purge.add_argument("--benchmark", required=True, type=run_key_part("benchmark"))
-    purge.add_argument("--model", required=True, type=run_key_part("model"))
+    add_run_key(purge)
     purge.add_argument("--json", action="store_true", help="print JSON")
     purge.set_defaults(handler=purge_command)
 
 
 def purge_command(args: argparse.Namespace) -> int:
     """Write the tombstones, wait for their acknowledgement and say how many records went."""
-    run_key = RunKey(args.run_id, args.benchmark, args.model)
+    run_key = run_key_of(args)
     with connect() as kafka:
         deleted = purge_run(kafka, run_key)
-    name = f"{run_key.run_id} / {run_key.benchmark_id} / {run_key.model}"
     if args.json:
         print(json.dumps({**_fields(run_key), "deleted": deleted}))
     elif deleted:
-        print(f"purged {name}: {deleted} record(s) deleted, summary deleted")
+        print(f"purged {run_key}: {deleted} record(s) deleted, summary deleted")
     else:
-        print(f"no records of {name} in {kafka.results_topic}; nothing to purge")
+        print(f"no records of {run_key} in {kafka.results_topic}; nothing to purge")
     return 0
 
 

@@ -1,0 +1,39 @@
+"""Handler of `resultlog status`: the resume view of a run key."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from resultlog.cli._args import add_run_key, positive_int, run_key_of
+from resultlog.cli._connect import connect
+from resultlog.consumers import run_status
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    """Add `status` to the command line."""
+    status = commands.add_parser("status", help="the resume view of a run")
+    add_run_key(status)
+    status.add_argument(
+        "--epochs",
+        type=positive_int("epochs", 1000),
+        default=None,
+        help="the epochs a re-run would use (default: the run's, from its newest record)",
+    )
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(handler=status_command)
+
+
+def status_command(args: argparse.Namespace) -> int:
+    """Print what a re-run would skip and what it would evaluate again."""
+    with connect() as kafka:
+        view = run_status(kafka, run_key_of(args), args.epochs).as_json()
+    if args.json:
+        print(json.dumps(view))
+    else:
+        for name, value in view.items():
+            print(f"{name:>16}: {value}")
+    return 0
