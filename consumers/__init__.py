@@ -18,6 +18,7 @@ from resultlog.consumers.resume import (
     RunStatus,
     read_run_records,
     resume_state,
+    run_keys_of,
     run_status,
 )
 from resultlog.consumers.summaries import SummaryPublisher
@@ -41,6 +42,7 @@ __all__ = [
     "replay_all",
     "replay_run",
     "resume_state",
+    "run_keys_of",
     "run_status",
 ]
 

@@ -33,6 +33,7 @@ __all__ = [
     "latest_run_values",
     "read_run_records",
     "resume_state",
+    "run_keys_of",
     "run_status",
 ]
 
@@ -127,6 +128,37 @@ def latest_run_values(
         raise ConsumerError(f"cannot read {topic} for {run_key}: {exc.args[0]}") from exc
     finally:
         consumer.close()
+
+
+def run_keys_of(kafka: KafkaConnection, run_id: str, *, timeout_s: float = 30.0) -> list[RunKey]:
+    """The run keys of `run_id` with a live record, from every partition's keys (values unread)."""
+    topic = kafka.results_topic
+    consumer = kafka.reader()
+    run_keys: dict[bytes, RunKey | None] = {}  # each distinct key decoded once
+    live: dict[bytes, bool] = {}
+    try:
+        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
+        _, messages = scan(consumer, topic, range(count), timeout_s)
+        for message in messages:
+            raw = message.key()
+            if raw is None:
+                continue
+            if raw not in run_keys:
+                run_keys[raw] = _run_key_or_none(raw)
+            live[raw] = message.value() is not None
+    except KafkaException as exc:
+        raise ConsumerError(f"cannot read {topic} for run {run_id}: {exc.args[0]}") from exc
+    finally:
+        consumer.close()
+    found = {run_keys[raw] for raw, alive in live.items() if alive}
+    return sorted(key for key in found if key is not None and key.run_id == run_id)
+
+
+def _run_key_or_none(raw: bytes) -> RunKey | None:
+    try:
+        return decode_key(raw).run_key
+    except DecodeError:
+        return None  # not a record key: no one's run
 
 
 def resume_state(

@@ -1,0 +1,217 @@
+"""The hooks Inspect calls during an eval: publish every finished (sample, epoch) to resultlog.
+
+Inspect swallows a hook's exceptions except `LimitExceededError`: every failure here is
+raised as one, so a failed publish ends the task in error naming resultlog, and `on_run_end`
+raises again so that `inspect eval` exits non-zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import NoReturn
+
+import anyio.to_thread
+from inspect_ai.hooks import (
+    BeforeModelGenerate,
+    Hooks,
+    RunEnd,
+    RunStart,
+    SampleEnd,
+    SampleInit,
+    TaskEnd,
+    TaskStart,
+)
+from inspect_ai.log import EvalSample
+from inspect_ai.util import LimitExceededError
+from pydantic import ValidationError
+
+from resultlog.producer.inspect import _xbench
+from resultlog.producer.inspect._errors import InspectPluginError
+from resultlog.producer.inspect._mapping import to_record
+from resultlog.producer.inspect._publisher import Publisher
+from resultlog.producer.inspect._task import TaskRun
+from resultlog.schemas import Harness, RunKey, Worker
+from resultlog.settings import Settings
+
+__all__ = ["ENABLE_ENV", "HOOKS_NAME", "PublishingHooks", "refusing"]
+
+log = logging.getLogger(__name__)
+
+HOOKS_NAME = "publish"
+"""Registered as `resultlog/publish` (for INSPECT_REQUIRED_HOOKS)."""
+
+ENABLE_ENV = "RESULTLOG_BOOTSTRAP_SERVERS"
+"""The hooks publish only when this environment variable is set."""
+
+# Pairs already durable per run key, set by `resultlog inspect resume` for the eval it
+# continues: Inspect must reuse them from the rebuilt log, never ask the model again.
+_DURABLE: dict[RunKey, frozenset[tuple[str, int]]] = {}
+
+
+@contextmanager
+def refusing(durable: Mapping[RunKey, frozenset[tuple[str, int]]]) -> Iterator[None]:
+    """While the block runs, a sample whose (id, epoch) is durable fails before any model call."""
+    _DURABLE.update(durable)
+    try:
+        yield
+    finally:
+        for run_key in durable:
+            _DURABLE.pop(run_key, None)
+
+
+@dataclass
+class _Run:
+    """One Inspect run (one `eval()` call): its publisher, tasks and publish failures."""
+
+    publisher: Publisher
+    harness: Harness
+    worker: Worker
+    tasks: dict[str, TaskRun] = field(default_factory=dict)  # by Inspect's eval_id
+    failures: list[str] = field(default_factory=list)
+    failed_run_ids: set[str] = field(default_factory=set)  # resultlog run ids missing results
+
+
+class PublishingHooks(Hooks):
+    """Publishes each finished (sample, epoch) of an eval as a SampleResult; one per process."""
+
+    def __init__(self) -> None:
+        self._enabled: dict[str, bool] = {}
+        self._runs: dict[str, _Run] = {}
+
+    def enabled(self) -> bool:
+        """On when RESULTLOG_BOOTSTRAP_SERVERS is set; if misconfigured, raise (Inspect stops)."""
+        servers = os.environ.get(ENABLE_ENV, "")
+        if servers not in self._enabled:
+            if servers:
+                _xbench.check()
+                _settings()
+            self._enabled[servers] = bool(servers)
+        return self._enabled[servers]
+
+    async def on_run_start(self, data: RunStart) -> None:
+        """Connect to Kafka before any model call; refuse to run when it cannot."""
+        try:
+            publisher = await anyio.to_thread.run_sync(Publisher, _settings())
+        except Exception as exc:
+            _refuse(f"resultlog: cannot publish results: {exc}")
+        version = ".".join(map(str, _xbench.inspect_version()))
+        worker = Worker(host=socket.gethostname(), pid=os.getpid())
+        self._runs[data.run_id] = _Run(
+            publisher, Harness(name="inspect_ai", version=version), worker
+        )
+
+    async def on_task_start(self, data: TaskStart) -> None:
+        """Name the task's records; a task that cannot be named errors before any model call."""
+        run = self._runs.get(data.run_id)
+        if run is None:
+            return
+        try:
+            run.tasks[data.eval_id] = TaskRun.of(data.spec, data.plan)
+        except InspectPluginError as exc:
+            self._fail(run, str(exc))
+
+    async def on_sample_init(self, data: SampleInit) -> None:
+        """Refuse a pair `resultlog inspect resume` found durable (Inspect should reuse it)."""
+        task = self._task(data.run_id, data.eval_id)
+        if task is None:
+            return
+        pair = (str(data.summary.id), data.summary.epoch - 1)
+        if pair in _DURABLE.get(task.run_key, ()):
+            task.refused.add(pair)
+            _refuse(
+                f"resultlog: sample {pair[0]} epoch {pair[1]} of {task.run_key} is already "
+                "durable in the results log; refusing to ask the model again"
+            )
+
+    async def on_before_model_generate(self, data: BeforeModelGenerate) -> None:
+        """Stamp x_bench (the dataset sample id and 0-based epoch) on the request."""
+        active = _xbench.current()
+        if active is not None and _xbench.stamps(data.model_name):
+            _xbench.stamp(data.config, *active)
+
+    async def on_sample_end(self, data: SampleEnd) -> None:
+        """Publish a completed pair and wait for the broker; keep a degraded one for task end."""
+        run = self._runs.get(data.run_id)
+        task = self._task(data.run_id, data.eval_id)
+        if run is None or task is None:
+            return
+        sample = data.sample
+        if (str(sample.id), sample.epoch - 1) in task.refused:
+            return  # never record a pair our own guard failed: it is durable already
+        try:
+            await anyio.to_thread.run_sync(
+                partial(_publish_sample, run, task, sample), abandon_on_cancel=True
+            )
+        except Exception as exc:
+            where = f"sample {sample.id} epoch {sample.epoch - 1} of {task.run_key}"
+            self._fail(run, f"resultlog: could not publish {where}: {exc}", task.run_key)
+
+    async def on_task_end(self, data: TaskEnd) -> None:
+        """Only a successful task writes its degraded pairs, once every pair has settled."""
+        run = self._runs.get(data.run_id)
+        task = run.tasks.pop(data.eval_id, None) if run is not None else None
+        if run is None or task is None or data.log.status != "success" or not task.deferred:
+            return
+        try:
+            await anyio.to_thread.run_sync(
+                run.publisher.publish_degraded, task.run_key, task.deferred
+            )
+        except Exception as exc:
+            # Fail-closed on purpose: a run that reports success has every record durable.
+            message = f"resultlog: could not publish the degraded pairs of {task.run_key}: {exc}"
+            self._fail(run, message, task.run_key)
+
+    async def on_run_end(self, data: RunEnd) -> None:
+        """Flush; then fail the eval (non-zero exit) if any result was not published."""
+        run = self._runs.pop(data.run_id, None)
+        if run is None:
+            return  # Inspect calls this a second time when the first call raised
+        try:
+            await anyio.to_thread.run_sync(run.publisher.close)
+        except Exception as exc:
+            run.failures.append(f"resultlog: could not flush the results log: {exc}")
+        if run.failures and data.exception is None:
+            run_ids = sorted(run.failed_run_ids)
+            where = f" --run-id {run_ids[0]}" if len(run_ids) == 1 else ""
+            _refuse(
+                f"{run.failures[0]} ({len(run.failures)} failure(s) in all); the results log "
+                f"misses results Inspect's log has: resume with `resultlog inspect resume{where}`"
+            )
+
+    def _task(self, run_id: str, eval_id: str) -> TaskRun | None:
+        run = self._runs.get(run_id)
+        return None if run is None else run.tasks.get(eval_id)
+
+    def _fail(self, run: _Run, message: str, run_key: RunKey | None = None) -> NoReturn:
+        log.error("%s", message)
+        run.failures.append(message)
+        if run_key is not None:
+            run.failed_run_ids.add(run_key.run_id)
+        _refuse(message)
+
+
+def _publish_sample(run: _Run, task: TaskRun, sample: EvalSample) -> None:
+    """Build the pair's record and publish it, or keep it for task end if degraded (blocks)."""
+    record = to_record(task, sample, run.harness, run.worker)
+    if record.degraded:
+        task.deferred.append(record)
+    else:
+        run.publisher.publish(record)
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise InspectPluginError(f"resultlog: invalid RESULTLOG_* settings: {exc}") from exc
+
+
+def _refuse(message: str) -> NoReturn:
+    # The one exception Inspect lets through from a hook: it ends the task (or run) in error.
+    raise LimitExceededError("custom", value=1, limit=0, message=message)

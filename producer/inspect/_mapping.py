@@ -1,0 +1,206 @@
+"""Turn one finished Inspect sample (an EvalSample) into a SampleResult record."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from inspect_ai.log import EvalSample
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageTool,
+    ContentReasoning,
+    ModelUsage,
+)
+from inspect_ai.scorer import Score as InspectScore
+from inspect_ai.scorer import value_to_float
+from pydantic_core import to_jsonable_python
+
+from resultlog.producer.inspect._payload import encode
+from resultlog.producer.inspect._task import TaskRun
+from resultlog.schemas import (
+    TRUSTED_JSON,
+    Harness,
+    RecordStatus,
+    SampleResult,
+    ScoreValue,
+    Worker,
+)
+
+__all__ = ["to_record"]
+
+_TO_FLOAT = value_to_float()  # C->1, I->0, P->0.5, N->0, yes/no, numbers (a factory)
+_HTTP_STATUS = re.compile(r"Error code: (\d{3})\b")
+
+
+def to_record(task: TaskRun, sample: EvalSample, harness: Harness, worker: Worker) -> SampleResult:
+    """The record of a finished (sample, epoch): completed, or degraded (S) if it errored."""
+    payload = encode(task.header, sample)
+    sample_id = str(sample.id)
+    fields: dict[str, Any] = {
+        "run_id": task.run_key.run_id,
+        "benchmark_id": task.run_key.benchmark_id,
+        "model": task.run_key.model,
+        "sample_id": sample_id,
+        "sample_index": task.index_of(sample_id),
+        "epoch": sample.epoch - 1,
+        "epochs": task.epochs,
+        "dataset_size": task.dataset_size,
+        "input": _text_or_json(sample.input),
+        "target": _text_or_json(sample.target),
+        "metadata": _json_or_none(sample.metadata),
+        "messages": [_message(message) for message in sample.messages],
+        "generation_ids": _generation_ids(sample),
+        "worker": worker,
+        "created_at": datetime.now(UTC),
+        "harness": harness,
+        "harness_payload": payload.data,
+        "truncated": None
+        if payload.form == "full"
+        else json.dumps(
+            {"harness_payload": {"form": payload.form, "full_json_bytes": payload.full_json_bytes}}
+        ),
+    }
+    if sample.error is not None:
+        # Inspect leaves an errored sample out of its metrics: S, which the fold drops too.
+        message = sample.error.message
+        status = _http_status(sample)
+        fields |= {
+            "status": RecordStatus.DEGRADED,
+            "score": {"value": ScoreValue.S, "explanation": f"degraded: {message}"},
+            "error": {
+                "kind": "model_error" if status is not None else "sample_error",
+                "message": message,
+                "http_status": status,
+            },
+        }
+    else:
+        fields |= {
+            "status": RecordStatus.COMPLETED,
+            "score": _score(sample.scores or {}),
+            "usage": _usage(sample),
+            "generation_time_ms": _generation_time_ms(sample),
+        }
+    return SampleResult.model_validate(fields, context=TRUSTED_JSON)
+
+
+def _score(scores: dict[str, InspectScore]) -> dict[str, Any]:
+    """The first scorer gives the value and numeric score; the others become metrics."""
+    if not scores:
+        return {"value": ScoreValue.S, "explanation": "no scorer scored this sample"}
+    named = list(scores.items())
+    first = named[0][1]
+    numeric = _TO_FLOAT(first.value)
+    metrics: dict[str, float] = {}
+    for scorer, score in named[1:]:
+        metrics.update(_metric_values(scorer, score.value))
+    if math.isnan(numeric):  # Score.unscored(): Inspect's metrics skip it
+        value, numeric_or_none = ScoreValue.S, None
+    else:
+        numeric = min(1.0, max(0.0, numeric))
+        value = ScoreValue.C if numeric >= 0.5 else ScoreValue.I
+        numeric_or_none = numeric
+    return {
+        "value": value,
+        "numeric": numeric_or_none,
+        "answer": first.answer,
+        "explanation": first.explanation or "",
+        "metrics": metrics,
+    }
+
+
+def _metric_values(scorer: str, value: Any) -> list[tuple[str, float]]:
+    """A scorer's value as metrics: a scalar under its name, a dict's scalars as scorer.key."""
+    items = value.items() if isinstance(value, dict) else [(None, value)]
+    metrics = []
+    for key, item in items:
+        if isinstance(item, list | dict | tuple):
+            continue  # no scalar meaning: kept in the harness payload only
+        number = _TO_FLOAT(item)
+        if math.isfinite(number):
+            metrics.append((scorer if key is None else f"{scorer}.{key}", number))
+    return metrics
+
+
+def _usage(sample: EvalSample) -> dict[str, Any] | None:
+    """Token usage and cost summed over the sample's models (not its roles: the same calls)."""
+    if not sample.model_usage:
+        return None
+    total = sum(sample.model_usage.values(), ModelUsage())
+    return {
+        "input_tokens": total.input_tokens,
+        "output_tokens": total.output_tokens,
+        "total_tokens": total.total_tokens,
+        "reasoning_tokens": total.reasoning_tokens or 0,
+        "total_cost": total.total_cost or 0.0,  # None unless Inspect knows the model's prices
+    }
+
+
+def _model_events(sample: EvalSample) -> list[Any]:
+    return [event for event in sample.events if event.event == "model"]
+
+
+def _generation_ids(sample: EvalSample) -> list[str]:
+    """Response ids of every model call of the sample, de-duplicated, in call order."""
+    ids = (event.output.response_id for event in _model_events(sample))
+    return list(dict.fromkeys(filter(None, ids)))
+
+
+def _generation_time_ms(sample: EvalSample) -> int | None:
+    """The working time of the sample's final successful model call."""
+    done = [e for e in _model_events(sample) if e.error is None and e.working_time is not None]
+    return round(done[-1].working_time * 1000) if done else None
+
+
+def _http_status(sample: EvalSample) -> int | None:
+    """The HTTP status of a failed model call, as the OpenAI SDK words it, if any."""
+    texts = [sample.error.message if sample.error else ""]
+    texts += [e.error for e in reversed(_model_events(sample)) if e.error]
+    for text in texts:
+        found = _HTTP_STATUS.search(text)
+        if found and 100 <= int(found[1]) <= 599:
+            return int(found[1])
+    return None
+
+
+def _message(message: ChatMessage) -> dict[str, Any]:
+    content = message.content
+    parts = None if isinstance(content, str) else to_jsonable_python(content)
+    fields: dict[str, Any] = {
+        "role": message.role,
+        "content": message.text,
+        "content_parts": None if parts is None else json.dumps(parts, sort_keys=True),
+    }
+    if isinstance(message, ChatMessageAssistant):
+        parts_list = [] if isinstance(content, str) else content
+        reasoning = [c.reasoning for c in parts_list if isinstance(c, ContentReasoning)]
+        fields |= {
+            "model": message.model,
+            "reasoning": "\n".join(reasoning) if reasoning else None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "name": call.function or "unknown",
+                    "arguments": json.dumps(to_jsonable_python(call.arguments), sort_keys=True),
+                }
+                for call in message.tool_calls or ()
+            ],
+        }
+    if isinstance(message, ChatMessageTool):
+        fields["tool_call_id"] = message.tool_call_id
+    return fields
+
+
+def _text_or_json(value: str | list[Any]) -> str:
+    """Text as is; messages or a list of targets as JSON text."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(to_jsonable_python(value), sort_keys=True)
+
+
+def _json_or_none(value: dict[str, Any]) -> str | None:
+    return json.dumps(to_jsonable_python(value), sort_keys=True) if value else None

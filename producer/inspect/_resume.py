@@ -1,0 +1,99 @@
+"""`resultlog inspect resume`: rebuild an eval's Inspect logs from the topic, then eval-retry."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from inspect_ai import eval_retry
+from inspect_ai.log import EvalLog
+from inspect_ai.util import LimitExceededError
+
+from resultlog.consumers import read_run_records, run_keys_of
+from resultlog.kafka import KafkaConnection
+from resultlog.producer.inspect._errors import InspectPluginError
+from resultlog.producer.inspect._hooks import ENABLE_ENV, refusing
+from resultlog.producer.inspect._rebuild import RebuiltLog, rebuild_log
+from resultlog.producer.inspect._task import RUN_ID_ENV
+from resultlog.schemas import RunKey
+
+__all__ = ["ResumedTask", "resume_eval"]
+
+
+@dataclass(frozen=True)
+class ResumedTask:
+    """One task of a resumed eval: what the log gave back and how Inspect's retry ended."""
+
+    run_key: RunKey
+    reused: int  # (sample, epoch) pairs taken from the results log, not asked again
+    expected: int  # the task's pairs
+    status: str  # Inspect's log status: "success", "error", "cancelled"...
+    location: str  # Inspect's new log
+    metrics: dict[str, float] = field(default_factory=dict)  # "scorer/metric" -> value
+    error: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        """True when Inspect's log of the task says success."""
+        return self.status == "success"
+
+
+def resume_eval(
+    kafka: KafkaConnection, run_id: str, *, log_dir: str, task_file: str | None = None
+) -> list[ResumedTask]:
+    """Continue every task of run `run_id` from its durable records, asking none of them again.
+
+    The hooks of this process publish what the retry evaluates; they read the same
+    RESULTLOG_* settings as `kafka` was made from.
+    """
+    run_keys = run_keys_of(kafka, run_id)
+    if not run_keys:
+        raise InspectPluginError(
+            f"resultlog: run {run_id!r} has no records in {kafka.results_topic}; "
+            "nothing to resume (run the eval again)"
+        )
+    rebuilt = [
+        rebuild_log(key, read_run_records(kafka, key).records, log_dir, task_file)
+        for key in run_keys
+    ]
+    environment = {RUN_ID_ENV: run_id, ENABLE_ENV: kafka.servers}
+    durable = {log.run_key: log.reused for log in rebuilt}
+    with _environment(environment), refusing(durable):
+        try:
+            logs = eval_retry([log.path for log in rebuilt], log_dir=log_dir)
+        except LimitExceededError as exc:  # raised by our hooks when a publish failed
+            raise InspectPluginError(str(exc)) from exc
+    return [_resumed(log, eval_log) for log, eval_log in zip(rebuilt, logs, strict=True)]
+
+
+def _resumed(rebuilt: RebuiltLog, log: EvalLog) -> ResumedTask:
+    metrics = {
+        f"{score.name}/{name}": metric.value
+        for score in (log.results.scores if log.results else [])
+        for name, metric in score.metrics.items()
+    }
+    return ResumedTask(
+        run_key=rebuilt.run_key,
+        reused=len(rebuilt.reused),
+        expected=rebuilt.expected,
+        status=log.status,
+        location=log.location,
+        metrics=metrics,
+        error=log.error.message if log.error else None,
+    )
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

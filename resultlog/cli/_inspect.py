@@ -1,0 +1,78 @@
+"""Handler of `resultlog inspect resume`: continue a crashed Inspect AI eval from the topic."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from resultlog.cli._args import run_key_part
+from resultlog.cli._connect import connect
+from resultlog.errors import CliError
+
+if TYPE_CHECKING:
+    from resultlog.producer.inspect import ResumedTask
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    """Add `inspect resume` to the command line."""
+    inspect = commands.add_parser("inspect", help="the Inspect AI plugin")
+    actions = inspect.add_subparsers(dest="inspect_command", required=True, metavar="ACTION")
+    resume = actions.add_parser(
+        "resume",
+        help="rebuild an eval's Inspect log from the topic and continue it (eval-retry)",
+    )
+    resume.add_argument("--run-id", required=True, type=run_key_part("run id"))
+    resume.add_argument(
+        "--log-dir",
+        default=os.environ.get("INSPECT_LOG_DIR", "./logs"),
+        help="where the rebuilt and the new Inspect logs go (default: $INSPECT_LOG_DIR or ./logs)",
+    )
+    resume.add_argument(
+        "--task-file",
+        help="the task file (default: the eval's, relative to the directory it ran in)",
+    )
+    resume.add_argument("--json", action="store_true", help="print JSON")
+    resume.set_defaults(handler=resume_command)
+
+
+def resume_command(args: argparse.Namespace) -> int:
+    """Resume every task of the run; exit 1 unless Inspect's log of each says success."""
+    try:
+        from resultlog.producer.inspect import resume_eval
+    except ImportError as exc:
+        raise CliError(
+            f"the Inspect AI plugin is not installed ({exc}): pip install 'resultlog[inspect]'"
+        ) from exc
+    with connect() as kafka:
+        tasks = resume_eval(kafka, args.run_id, log_dir=args.log_dir, task_file=args.task_file)
+    if args.json:
+        print(json.dumps([_as_json(task) for task in tasks]))
+    else:
+        for task in tasks:
+            print(_line(task))
+    failed = [task for task in tasks if not task.succeeded]
+    if failed:
+        raise CliError(
+            f"{len(failed)} task(s) of run {args.run_id} did not succeed: "
+            f"{failed[0].run_key}: {failed[0].status} ({failed[0].error})"
+        )
+    return 0
+
+
+def _as_json(task: ResumedTask) -> dict[str, Any]:
+    fields = asdict(task)
+    key = fields.pop("run_key")
+    return {**key, **fields}
+
+
+def _line(task: ResumedTask) -> str:
+    metrics = ", ".join(f"{name}={value:.4g}" for name, value in sorted(task.metrics.items()))
+    return (
+        f"{task.run_key}: {task.reused} of {task.expected} pairs reused from the results log; "
+        f"{task.status}; {metrics}; log {task.location}"
+    )
