@@ -49,6 +49,8 @@ HOOKS_NAME = "publish"
 ENABLE_ENV = "RESULTLOG_BOOTSTRAP_SERVERS"
 """The hooks publish only when this environment variable is set."""
 
+_PREFIX = "resultlog: "  # every failure Inspect shows names us
+
 # Pairs already durable per run key, set by `resultlog inspect resume` for the eval it
 # continues: Inspect must reuse them from the rebuilt log, never ask the model again.
 _DURABLE: dict[RunKey, frozenset[tuple[str, int]]] = {}
@@ -99,7 +101,7 @@ class PublishingHooks(Hooks):
         try:
             publisher = await anyio.to_thread.run_sync(Publisher, _settings())
         except Exception as exc:
-            _refuse(f"resultlog: cannot publish results: {exc}")
+            _refuse(f"cannot publish results: {exc}")
         version = ".".join(map(str, _xbench.inspect_version()))
         worker = Worker(host=socket.gethostname(), pid=os.getpid())
         self._runs[data.run_id] = _Run(
@@ -125,7 +127,7 @@ class PublishingHooks(Hooks):
         if pair in _DURABLE.get(task.run_key, ()):
             task.refused.add(pair)
             _refuse(
-                f"resultlog: sample {pair[0]} epoch {pair[1]} of {task.run_key} is already "
+                f"sample {pair[0]} epoch {pair[1]} of {task.run_key} is already "
                 "durable in the results log; refusing to ask the model again"
             )
 
@@ -150,7 +152,7 @@ class PublishingHooks(Hooks):
             )
         except Exception as exc:
             where = f"sample {sample.id} epoch {sample.epoch - 1} of {task.run_key}"
-            self._fail(run, f"resultlog: could not publish {where}: {exc}", task.run_key)
+            self._fail(run, f"could not publish {where}: {exc}", task.run_key)
 
     async def on_task_end(self, data: TaskEnd) -> None:
         """Only a successful task writes its degraded pairs, once every pair has settled."""
@@ -164,7 +166,7 @@ class PublishingHooks(Hooks):
             )
         except Exception as exc:
             # Fail-closed on purpose: a run that reports success has every record durable.
-            message = f"resultlog: could not publish the degraded pairs of {task.run_key}: {exc}"
+            message = f"could not publish the degraded pairs of {task.run_key}: {exc}"
             self._fail(run, message, task.run_key)
 
     async def on_run_end(self, data: RunEnd) -> None:
@@ -175,7 +177,7 @@ class PublishingHooks(Hooks):
         try:
             await anyio.to_thread.run_sync(run.publisher.close)
         except Exception as exc:
-            run.failures.append(f"resultlog: could not flush the results log: {exc}")
+            run.failures.append(f"could not flush the results log: {exc}")
         if run.failures and data.exception is None:
             run_ids = sorted(run.failed_run_ids)
             where = f" --run-id {run_ids[0]}" if len(run_ids) == 1 else ""
@@ -189,7 +191,7 @@ class PublishingHooks(Hooks):
         return None if run is None else run.tasks.get(eval_id)
 
     def _fail(self, run: _Run, message: str, run_key: RunKey | None = None) -> NoReturn:
-        log.error("%s", message)
+        log.error("%s%s", _PREFIX, message)
         run.failures.append(message)
         if run_key is not None:
             run.failed_run_ids.add(run_key.run_id)
@@ -209,9 +211,9 @@ def _settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        raise InspectPluginError(f"resultlog: invalid RESULTLOG_* settings: {exc}") from exc
+        raise InspectPluginError(f"invalid RESULTLOG_* settings: {exc}") from exc
 
 
 def _refuse(message: str) -> NoReturn:
     # The one exception Inspect lets through from a hook: it ends the task (or run) in error.
-    raise LimitExceededError("custom", value=1, limit=0, message=message)
+    raise LimitExceededError("custom", value=1, limit=0, message=f"{_PREFIX}{message}")

@@ -118,7 +118,7 @@ def _metric_values(scorer: str, value: Any) -> list[tuple[str, float]]:
     items = value.items() if isinstance(value, dict) else [(None, value)]
     metrics = []
     for key, item in items:
-        if isinstance(item, list | dict | tuple):
+        if item is None or isinstance(item, list | dict | tuple):
             continue  # no scalar meaning: kept in the harness payload only
         number = _TO_FLOAT(item)
         if math.isfinite(number):

@@ -87,7 +87,7 @@ def encode(header: bytes, sample: EvalSample, limit: int = MAX_HARNESS_PAYLOAD) 
         if len(data) <= limit:
             return Payload(data, form, full_json)
     raise InspectPluginError(
-        f"resultlog: sample {sample.id} epoch {sample.epoch} is too large for the results log "
+        f"sample {sample.id} epoch {sample.epoch} is too large for the results log "
         f"even in its minimal form ({len(data)} compressed bytes, at most {limit})"
     )
 
@@ -97,11 +97,11 @@ def decode(data: bytes) -> StoredSample:
     try:
         size = zstandard.frame_content_size(data)
         if size < 0 or size > _MAX_JSON_BYTES:
-            raise InspectPluginError(f"resultlog: harness payload of unusable size {size}")
+            raise InspectPluginError(f"harness payload of unusable size {size}")
         text = zstandard.ZstdDecompressor().decompress(data)
         return StoredSample.model_validate_json(text)
     except (zstandard.ZstdError, ValidationError) as exc:
-        raise InspectPluginError(f"resultlog: unreadable Inspect harness payload: {exc}") from exc
+        raise InspectPluginError(f"unreadable Inspect harness payload: {exc}") from exc
 
 
 def _reduced(sample: EvalSample, form: PayloadForm) -> EvalSample:

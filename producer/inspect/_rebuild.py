@@ -33,11 +33,11 @@ def rebuild_log(
 ) -> RebuiltLog:
     """Write the run key's Inspect log (status "error": eval_retry continues it) to `log_dir`."""
     if not records:
-        raise InspectPluginError(f"resultlog: {run_key} has no records")
+        raise InspectPluginError(f"{run_key} has no records")
     foreign = [r for r in records if r.harness is None or r.harness.name != _HARNESS]
     if foreign:
         raise InspectPluginError(
-            f"resultlog: {run_key} has {len(foreign)} record(s) not written by Inspect AI "
+            f"{run_key} has {len(foreign)} record(s) not written by Inspect AI "
             f"(sample {foreign[0].sample_id} epoch {foreign[0].epoch}); cannot rebuild its log"
         )
     newest = max(records, key=lambda r: (r.created_at, r.key))
@@ -78,13 +78,13 @@ def _stored(record: SampleResult) -> StoredSample:
     """The record's payload; its sample must be the record's (sample, epoch)."""
     if record.harness_payload is None:
         raise InspectPluginError(
-            f"resultlog: sample {record.sample_id} epoch {record.epoch} of {record.run_key} "
+            f"sample {record.sample_id} epoch {record.epoch} of {record.run_key} "
             "has no Inspect payload"
         )
     stored = decode(record.harness_payload)
     if _pair(stored.sample) != (record.sample_id, record.epoch):
         raise InspectPluginError(
-            f"resultlog: the payload of sample {record.sample_id} epoch {record.epoch} holds "
+            f"the payload of sample {record.sample_id} epoch {record.epoch} holds "
             f"sample {stored.sample.id} epoch {stored.sample.epoch - 1}"
         )
     return stored
@@ -97,6 +97,6 @@ def _pair(sample: EvalSample) -> tuple[str, int]:
 def _check_task_file(task_file: str | None) -> None:
     if task_file is not None and not Path(task_file).is_file():
         raise InspectPluginError(
-            f"resultlog: the eval's task file {task_file!r} is not here (it is relative to the "
+            f"the eval's task file {task_file!r} is not here (it is relative to the "
             "directory the eval ran in); pass --task-file PATH"
         )

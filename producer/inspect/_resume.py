@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from inspect_ai import eval_retry
 from inspect_ai.log import EvalLog
-from inspect_ai.util import LimitExceededError
+from inspect_ai.util import DisplayType, LimitExceededError
 
 from resultlog.consumers import read_run_records, run_keys_of
 from resultlog.kafka import KafkaConnection
@@ -41,7 +41,12 @@ class ResumedTask:
 
 
 def resume_eval(
-    kafka: KafkaConnection, run_id: str, *, log_dir: str, task_file: str | None = None
+    kafka: KafkaConnection,
+    run_id: str,
+    *,
+    log_dir: str,
+    task_file: str | None = None,
+    display: DisplayType | None = None,
 ) -> list[ResumedTask]:
     """Continue every task of run `run_id` from its durable records, asking none of them again.
 
@@ -51,7 +56,7 @@ def resume_eval(
     run_keys = run_keys_of(kafka, run_id)
     if not run_keys:
         raise InspectPluginError(
-            f"resultlog: run {run_id!r} has no records in {kafka.results_topic}; "
+            f"run {run_id!r} has no records in {kafka.results_topic}; "
             "nothing to resume (run the eval again)"
         )
     rebuilt = [
@@ -62,9 +67,9 @@ def resume_eval(
     durable = {log.run_key: log.reused for log in rebuilt}
     with _environment(environment), refusing(durable):
         try:
-            logs = eval_retry([log.path for log in rebuilt], log_dir=log_dir)
+            logs = eval_retry([log.path for log in rebuilt], log_dir=log_dir, display=display)
         except LimitExceededError as exc:  # raised by our hooks when a publish failed
-            raise InspectPluginError(str(exc)) from exc
+            raise InspectPluginError(str(exc).removeprefix("resultlog: ")) from exc
     return [_resumed(log, eval_log) for log, eval_log in zip(rebuilt, logs, strict=True)]
 
 

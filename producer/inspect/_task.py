@@ -49,7 +49,7 @@ class TaskRun:
         ids = spec.dataset.sample_ids
         if ids is None:
             raise InspectPluginError(
-                f"resultlog: task {spec.task} records no sample ids; cannot key its records"
+                f"task {spec.task} records no sample ids; cannot key its records"
             )
         limit = spec.config.limit
         # `--limit A-B` is stored as [A-1, B]: positions count from the range's start.
@@ -65,7 +65,7 @@ class TaskRun:
         try:
             run_key = RunKey(run_id_of(spec), spec.task, spec.model)
         except InvalidRunKeyError as exc:
-            raise InspectPluginError(f"resultlog: cannot name the run: {exc}") from exc
+            raise InspectPluginError(f"cannot name the run: {exc}") from exc
         return cls(
             run_key=run_key,
             epochs=spec.config.epochs or 1,
@@ -80,6 +80,6 @@ class TaskRun:
             return self.positions[sample_id]
         except KeyError:
             raise InspectPluginError(
-                f"resultlog: sample {sample_id!r} is not in task {self.run_key.benchmark_id}'s "
+                f"sample {sample_id!r} is not in task {self.run_key.benchmark_id}'s "
                 "recorded sample ids"
             ) from None

@@ -41,22 +41,18 @@ def check() -> None:
     shown = ".".join(map(str, version))
     if not low <= version < high:
         raise InspectPluginError(
-            f"resultlog: inspect-ai {shown} is outside the tested range "
+            f"inspect-ai {shown} is outside the tested range "
             f"[{'.'.join(map(str, low))}, {'.'.join(map(str, high))}); "
             "install a tested version: pip install 'resultlog[inspect]'"
         )
     try:
         from inspect_ai.log._samples import ActiveSample, sample_active  # noqa: F401
     except ImportError as exc:
-        raise InspectPluginError(
-            f"resultlog: inspect-ai {shown} has no sample_active(): {exc}"
-        ) from exc
+        raise InspectPluginError(f"inspect-ai {shown} has no sample_active(): {exc}") from exc
     params = inspect.signature(ActiveSample.__init__).parameters
     missing = [name for name in ("sample", "epoch") if name not in params]
     if missing:
-        raise InspectPluginError(
-            f"resultlog: inspect-ai {shown}: ActiveSample has no {', '.join(missing)}"
-        )
+        raise InspectPluginError(f"inspect-ai {shown}: ActiveSample has no {', '.join(missing)}")
 
 
 def current() -> tuple[str, int] | None:

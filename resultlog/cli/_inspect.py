@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +38,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--task-file",
         help="the task file (default: the eval's, relative to the directory it ran in)",
     )
-    resume.add_argument("--json", action="store_true", help="print JSON")
+    resume.add_argument("--json", action="store_true", help="print JSON only (no Inspect display)")
     resume.set_defaults(handler=resume_command)
 
 
@@ -48,7 +50,9 @@ def resume_command(args: argparse.Namespace) -> int:
         raise CliError(
             f"the Inspect AI plugin is not installed ({exc}): pip install 'resultlog[inspect]'"
         ) from exc
-    with connect() as kafka:
+    # With --json, stdout is ours alone: what Inspect prints goes to stderr.
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    with connect() as kafka, quiet:
         tasks = resume_eval(kafka, args.run_id, log_dir=args.log_dir, task_file=args.task_file)
     if args.json:
         print(json.dumps([_as_json(task) for task in tasks]))
