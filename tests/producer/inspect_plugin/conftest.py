@@ -15,7 +15,7 @@ from inspect_ai.solver import generate
 from tests.producer.inspect_plugin.support import SEEN, mock_answer, remember_active_sample
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def mock_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EvalLog]:
     """A finished eval of 2 samples x 2 epochs, 2 scorers, with resultlog's hooks off."""
     task = Task(
