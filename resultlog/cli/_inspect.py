@@ -57,6 +57,7 @@ def resume_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([_as_json(task) for task in tasks]))
     else:
+        print()  # after Inspect's display, whose last line does not end
         for task in tasks:
             print(_line(task))
     failed = [task for task in tasks if not task.succeeded]

@@ -70,8 +70,17 @@ def fresh_settings(bootstrap: str, **fields: object) -> Settings:
 
 
 def inspect_env(env: dict[str, str], server: ModelServer) -> dict[str, str]:
-    """A child environment whose `openai-api/offline/...` models are the offline server."""
-    return {**env, "OFFLINE_BASE_URL": server.base_url, "OFFLINE_API_KEY": "offline-key"}
+    """A child environment whose `openai-api/offline/...` models are the offline server.
+
+    INSPECT_REQUIRED_HOOKS makes Inspect stop if the plugin is not installed, as the README
+    tells users to set it.
+    """
+    return {
+        **env,
+        "OFFLINE_BASE_URL": server.base_url,
+        "OFFLINE_API_KEY": "offline-key",
+        "INSPECT_REQUIRED_HOOKS": "resultlog/publish",
+    }
 
 
 def eval_command(run_id: str, log_dir: Path, *options: str) -> list[str]:

@@ -74,6 +74,7 @@ def baseline(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> 
 def test_every_pair_is_published_once_and_every_request_carries_its_x_bench(
     baseline: Baseline,
 ) -> None:
+    assert "resultlog/publish" in baseline.done.stdout  # Inspect's list of enabled hooks
     asked = [(r.sample_id, r.epoch) for r in baseline.requests]
     assert sorted(asked, key=str) == sorted(ALL_PAIRS, key=str)  # each pair asked once
     prompts = {str(s.id): s.input for s in baseline.log.samples or []}
