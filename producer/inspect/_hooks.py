@@ -115,8 +115,8 @@ class PublishingHooks(Hooks):
             return
         try:
             run.tasks[data.eval_id] = TaskRun.of(data.spec, data.plan)
-        except InspectPluginError as exc:
-            self._fail(run, str(exc))
+        except Exception as exc:  # anything: a task we cannot record must not run unrecorded
+            self._fail(run, f"cannot record task {data.spec.task}: {exc}")
 
     async def on_sample_init(self, data: SampleInit) -> None:
         """Refuse a pair `resultlog inspect resume` found durable (Inspect should reuse it)."""

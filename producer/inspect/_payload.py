@@ -1,7 +1,7 @@
 """Harness payloads: an Inspect sample with its task's spec and plan, as bounded zstd JSON.
 
 A payload is zstd-compressed JSON `{"spec": EvalSpec, "plan": EvalPlan, "sample": EvalSample}`
-(each as Inspect's `model_dump_json` writes it), so any one record is enough to rebuild its
+(as Inspect writes them in its logs), so any one record is enough to rebuild its
 task's log. It stays within `MAX_HARNESS_PAYLOAD` by dropping what metrics never read, in
 three forms: "full"; "no_events" (without the sample's events, events data, timelines and
 attachments: the transcript of model calls and tool use); "minimal" (id, epoch, input,
@@ -70,9 +70,7 @@ class Payload:
 
 def task_header(spec: EvalSpec, plan: EvalPlan) -> bytes:
     """The JSON every payload of the task starts with (serialized once per task)."""
-    spec_json = spec.model_dump_json().encode()
-    plan_json = plan.model_dump_json().encode()
-    return b'{"spec":' + spec_json + b',"plan":' + plan_json + b',"sample":'
+    return b'{"spec":' + _json(spec) + b',"plan":' + _json(plan) + b',"sample":'
 
 
 def encode(header: bytes, sample: EvalSample, limit: int = MAX_HARNESS_PAYLOAD) -> Payload:
@@ -80,7 +78,7 @@ def encode(header: bytes, sample: EvalSample, limit: int = MAX_HARNESS_PAYLOAD) 
     compressor = zstandard.ZstdCompressor(level=_LEVEL)  # not thread-safe: one per call
     full_json = len(header) + 1
     for form in ("full", "no_events", "minimal"):
-        text = header + _reduced(sample, form).model_dump_json().encode() + b"}"
+        text = header + _json(_reduced(sample, form)) + b"}"
         if form == "full":
             full_json = len(text)
         data = compressor.compress(text)
@@ -102,6 +100,12 @@ def decode(data: bytes) -> StoredSample:
         return StoredSample.model_validate_json(text)
     except (zstandard.ZstdError, ValidationError) as exc:
         raise InspectPluginError(f"unreadable Inspect harness payload: {exc}") from exc
+
+
+def _json(model: BaseModel) -> bytes:
+    # As Inspect writes its logs: what JSON cannot hold (a model's custom_outputs callable
+    # among its model_args, say) becomes null, and nulls are left out.
+    return model.model_dump_json(exclude_none=True, fallback=lambda _value: None).encode()
 
 
 def _reduced(sample: EvalSample, form: PayloadForm) -> EvalSample:

@@ -23,10 +23,12 @@ from inspect_ai.log import EvalLog, read_eval_log
 from resultlog.consumers import replay_run
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.inspect._payload import decode
-from resultlog.producer.offline import LoggedRequest, ModelServer
+from resultlog.producer.offline import Behavior, LoggedRequest, ModelServer
+from resultlog.schemas import ScoreValue
 from resultlog.settings import Settings
 from tests.consumers.support import path, running, serving, wait_for
 from tests.factories import cli_env_for
+from tests.faults.support import raw_run_records
 from tests.producer.inspect_plugin.support import (
     ALL_PAIRS,
     INSPECT,
@@ -174,3 +176,30 @@ def _resume(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
         timeout=TIMEOUT_S,
         check=False,
     )
+
+
+def test_an_errored_sample_is_written_degraded_after_the_others_and_accuracy_still_agrees(
+    settings: Settings, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    with ModelServer(latency_s=0.002) as server:
+        server.override("q2", 0, Behavior(status=400))  # not retried: the sample errors
+        done = inspect_eval(
+            inspect_env(cli_env, server),
+            "errored",
+            tmp_path,
+            "-T",
+            "samples=3",
+            "--no-fail-on-error",
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    raw = raw_run_records(settings, run_key("errored"))
+    records = latest(settings, "errored")
+    [degraded] = [r for r in records if r.degraded]
+    assert (degraded.sample_id, degraded.epoch, degraded.score.value) == ("q2", 0, ScoreValue.S)
+    assert degraded.error is not None and degraded.error.http_status == 400
+    assert raw[-1].key == degraded.key  # written once every other pair had settled
+    assert len(records) == 6 and len(raw) == 6
+    accuracy = metrics(only_log(tmp_path))["accuracy"]
+    with KafkaConnection(settings) as kafka:
+        key = run_key("errored")
+        assert replay_run(kafka, key).summaries[key].accuracy == accuracy
