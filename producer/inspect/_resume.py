@@ -70,6 +70,8 @@ def resume_eval(
             logs = eval_retry([log.path for log in rebuilt], log_dir=log_dir, display=display)
         except LimitExceededError as exc:  # raised by our hooks when a publish failed
             raise InspectPluginError(str(exc).removeprefix("resultlog: ")) from exc
+        except Exception as exc:  # Inspect's own: a missing API key, a broken task file...
+            raise InspectPluginError(f"Inspect's eval-retry failed: {exc}") from exc
     return [_resumed(log, eval_log) for log, eval_log in zip(rebuilt, logs, strict=True)]
 
 
