@@ -20,7 +20,7 @@ from inspect_ai.scorer import Score as InspectScore
 from inspect_ai.scorer import value_to_float
 from pydantic_core import to_jsonable_python
 
-from resultlog.producer.inspect._payload import encode
+from resultlog.producer.inspect._payload import Payload, encode
 from resultlog.producer.inspect._task import TaskRun
 from resultlog.schemas import (
     TRUSTED_JSON,
@@ -39,9 +39,22 @@ _HTTP_STATUS = re.compile(r"Error code: (\d{3})\b")
 
 def to_record(task: TaskRun, sample: EvalSample, harness: Harness, worker: Worker) -> SampleResult:
     """The record of a finished (sample, epoch): completed, or degraded (S) if it errored."""
+    fields = {**_identity(task, sample), **_outcome(sample)}
     payload = encode(task.header, sample)
+    fields |= {
+        "worker": worker,
+        "created_at": datetime.now(UTC),
+        "harness": harness,
+        "harness_payload": payload.data,
+        "truncated": _truncated(payload),
+    }
+    return SampleResult.model_validate(fields, context=TRUSTED_JSON)
+
+
+def _identity(task: TaskRun, sample: EvalSample) -> dict[str, Any]:
+    """The fields naming the pair and its run, and what the sample asked."""
     sample_id = str(sample.id)
-    fields: dict[str, Any] = {
+    return {
         "run_id": task.run_key.run_id,
         "benchmark_id": task.run_key.benchmark_id,
         "model": task.run_key.model,
@@ -55,37 +68,38 @@ def to_record(task: TaskRun, sample: EvalSample, harness: Harness, worker: Worke
         "metadata": _json_or_none(sample.metadata),
         "messages": [_message(message) for message in sample.messages],
         "generation_ids": _generation_ids(sample),
-        "worker": worker,
-        "created_at": datetime.now(UTC),
-        "harness": harness,
-        "harness_payload": payload.data,
-        "truncated": None
-        if payload.form == "full"
-        else json.dumps(
-            {"harness_payload": {"form": payload.form, "full_json_bytes": payload.full_json_bytes}}
-        ),
     }
-    if sample.error is not None:
-        # Inspect leaves an errored sample out of its metrics: S, which the fold drops too.
-        message = sample.error.message
-        status = _http_status(sample)
-        fields |= {
-            "status": RecordStatus.DEGRADED,
-            "score": {"value": ScoreValue.S, "explanation": f"degraded: {message}"},
-            "error": {
-                "kind": "model_error" if status is not None else "sample_error",
-                "message": message,
-                "http_status": status,
-            },
-        }
-    else:
-        fields |= {
+
+
+def _outcome(sample: EvalSample) -> dict[str, Any]:
+    """Status, score, usage and timing; or, for an errored sample, the degraded S outcome."""
+    if sample.error is None:
+        return {
             "status": RecordStatus.COMPLETED,
             "score": _score(sample.scores or {}),
             "usage": _usage(sample),
             "generation_time_ms": _generation_time_ms(sample),
         }
-    return SampleResult.model_validate(fields, context=TRUSTED_JSON)
+    # Inspect leaves an errored sample out of its metrics: S, which the fold drops too.
+    message = sample.error.message
+    status = _http_status(sample)
+    return {
+        "status": RecordStatus.DEGRADED,
+        "score": {"value": ScoreValue.S, "explanation": f"degraded: {message}"},
+        "error": {
+            "kind": "model_error" if status is not None else "sample_error",
+            "message": message,
+            "http_status": status,
+        },
+    }
+
+
+def _truncated(payload: Payload) -> str | None:
+    """What was cut from the payload to fit, as the record's `truncated` JSON."""
+    if payload.form == "full":
+        return None
+    cut = {"form": payload.form, "full_json_bytes": payload.full_json_bytes}
+    return json.dumps({"harness_payload": cut})
 
 
 def _score(scores: dict[str, InspectScore]) -> dict[str, Any]:
