@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from inspect_ai import eval_retry
 from inspect_ai.log import EvalLog
-from inspect_ai.util import DisplayType, LimitExceededError
+from inspect_ai.util import LimitExceededError
 
 from resultlog.consumers import read_run_records, run_keys_of
 from resultlog.kafka import KafkaConnection
@@ -46,7 +46,6 @@ def resume_eval(
     *,
     log_dir: str,
     task_file: str | None = None,
-    display: DisplayType | None = None,
 ) -> list[ResumedTask]:
     """Continue every task of run `run_id` from its durable records, asking none of them again.
 
@@ -67,7 +66,7 @@ def resume_eval(
     durable = {log.run_key: log.reused for log in rebuilt}
     with _environment(environment), refusing(durable):
         try:
-            logs = eval_retry([log.path for log in rebuilt], log_dir=log_dir, display=display)
+            logs = eval_retry([log.path for log in rebuilt], log_dir=log_dir)
         except LimitExceededError as exc:  # raised by our hooks when a publish failed
             raise InspectPluginError(str(exc).removeprefix("resultlog: ")) from exc
         except Exception as exc:  # Inspect's own: a missing API key, a broken task file...

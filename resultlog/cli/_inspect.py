@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--task-file",
         help="the task file (default: the eval's, relative to the directory it ran in)",
     )
-    resume.add_argument("--json", action="store_true", help="print JSON only (no Inspect display)")
+    resume.add_argument("--json", action="store_true", help="print JSON (Inspect's to stderr)")
     resume.set_defaults(handler=resume_command)
 
 
