@@ -16,11 +16,10 @@ from resultlog.producer.model_client import ModelClient
 from resultlog.producer.offline import ModelServer
 from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
-from resultlog.topics import ensure_topics
-from tests.factories import cli_env_for
+from tests.support.cli import child_env
+from tests.support.kafka import topic_settings
 
 KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
-TEST_PARTITIONS = 3
 
 
 def _docker_answers() -> bool:
@@ -93,16 +92,7 @@ def unique_name() -> str:
 @pytest.fixture
 def settings(kafka_bootstrap: str, unique_name: str) -> Settings:
     """Settings pointing at the session broker, with this test's own freshly created topics."""
-    made = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        results_topic=f"{unique_name}.sample-results",
-        summaries_topic=f"{unique_name}.run-summaries",
-        dlq_topic=f"{unique_name}.sample-results.dlq",
-        partitions=TEST_PARTITIONS,
-        aggregator_group=f"{unique_name}.aggregator",
-    )
-    ensure_topics(KafkaConnection(made))
-    return made
+    return topic_settings(kafka_bootstrap, unique_name)
 
 
 @pytest.fixture
@@ -147,4 +137,4 @@ async def kafka_store(settings: Settings) -> AsyncIterator[KafkaResultStore]:
 @pytest.fixture
 def cli_env(settings: Settings) -> dict[str, str]:
     """The environment of a `resultlog` child process using this test's broker and topics."""
-    return cli_env_for(settings)
+    return child_env(settings)

@@ -8,7 +8,7 @@ import pytest
 
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.settings import Settings
-from tests.consumers.support import running, serving
+from tests.support.aggregator import running, serving
 
 
 @pytest.fixture

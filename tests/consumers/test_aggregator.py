@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -18,32 +16,19 @@ from resultlog.consumers import fold, replay_run
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.kafka import KafkaConnection
+from resultlog.producer.benchmarks import arith, limit_samples
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.offline import Behavior, ModelServer
-from resultlog.producer.runner import model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
-from resultlog.schemas import (
-    RecordId,
-    RunKey,
-    encode_key,
-    partition_for,
-)
+from resultlog.schemas import RecordId, RunKey, encode_key, partition_for
 from resultlog.settings import Settings
-from tests.consumers.support import (
-    DEADLINE_S,
-    bare,
-    converged,
-    expected,
-    path,
-    produce_raw,
-    published,
-    served,
-    wait_for,
-    write,
-    write_many,
-)
-from tests.factories import RUN_KEY, make_record
-from tests.producer.test_runner import FAST_WRITES, small
+from tests.support.aggregator import held, path, served
+from tests.support.cli import child_env, cli_argv
+from tests.support.kafka import produce_raw, run_partition, write, write_many
+from tests.support.records import RUN_KEY, make_record
+from tests.support.runs import run_with
+from tests.support.summaries import bare, converged, expected, published
+from tests.support.waiting import DEADLINE_S, wait_for
 
 # -- tests ----------------------------------------------------------------------------------
 
@@ -55,19 +40,13 @@ async def test_worker_aggregator_and_replay_agree_field_for_field(
     model_server: ModelServer,
     base_url: str,
 ) -> None:
-    bench = small(8)
-    model_server.override(bench.items[2].id, 1, Behavior(status=429))
+    bench = limit_samples(arith(), 8)
+    model_server.override(bench.samples()[2].id, 1, Behavior(status=429))
     runs = [("r1", "offline/arith-1"), ("r2", "openai/gpt-4o")]
     from_worker = {}
     for run_id, model in runs:
-        from_worker[run_id] = await run_benchmark(
-            bench,
-            model,
-            run_id=run_id,
-            solver=model_solver(model_client, model),
-            epochs=2,
-            store=kafka_store,
-            write_policy=FAST_WRITES,
+        from_worker[run_id] = await run_with(
+            bench, model_client, kafka_store, run_id, model=model, epochs=2
         )
     for run_id, model in runs:
         run_key = RunKey(run_id, "arith", model)
@@ -109,9 +88,10 @@ def test_tombstones_remove_keys_and_an_emptied_run_disappears(
 ) -> None:
     write(settings, [make_record(0, 0), make_record(1, 0)])
     wait_for(lambda: (s := served(base_url, RUN_KEY)) and s["records"] == 2, "two records")
-    produce_raw(settings, [(encode_key(RUN_KEY, 1, 0), None, _partition(settings))])
+    home = run_partition(settings, RUN_KEY)
+    assert produce_raw(settings, [(encode_key(RUN_KEY, 1, 0), None, home)]) == []
     wait_for(lambda: (s := served(base_url, RUN_KEY)) and s["records"] == 1, "the tombstone")
-    produce_raw(settings, [(encode_key(RUN_KEY, 0, 0), None, _partition(settings))])
+    assert produce_raw(settings, [(encode_key(RUN_KEY, 0, 0), None, home)]) == []
     wait_for(lambda: httpx.get(base_url + path(RUN_KEY)).status_code == 404, "the run to go")
     wait_for(lambda: published(settings).get(RUN_KEY, "absent") is None, "a summary tombstone")
 
@@ -119,7 +99,7 @@ def test_tombstones_remove_keys_and_an_emptied_run_disappears(
 def test_state_serves_caught_up_partitions_with_summaries_computed_on_request() -> None:
     state = AggregatorState(num_partitions=3)
     state.joined = state.running = True
-    partition = _partition_of(RUN_KEY, 3)
+    partition = partition_for(RUN_KEY, 3)
     state.assign(partition, low=0, high=10)
     for other in set(range(3)) - {partition}:
         state.assign(other, low=0, high=0)
@@ -171,8 +151,7 @@ def test_sigkill_during_ingestion_then_restart_converges(settings: Settings) -> 
     try:
         want = {k: expected(settings, k) for k in runs}
         assert [w["records"] for w in want.values()] == [1500] * 3
-        for run_key in runs:
-            wait_for(lambda k=run_key: served(second.url, k) == want[k], f"HTTP of {run_key}")
+        wait_for(lambda: {k: served(second.url, k) for k in runs} == want, "HTTP of every run")
         wait_for(lambda: converged(settings, want), "the summaries topic")
         assert second.stop() == 0
     finally:
@@ -195,11 +174,7 @@ def test_two_instances_share_partitions_and_survive_a_rebalance(settings: Settin
         wait_for(lambda: _owned(second) == set(range(settings.partitions)), "second to own all")
         # Every key was written once: the fold of what was written is the fold of the topic.
         want = {k: bare(fold([r for r in records if r.run_key == k])) for k in runs}
-        for run_key in runs:
-            wait_for(
-                lambda k=run_key: (f := second.lookup(k).summary) and bare(f) == want[k],
-                f"the second instance's {run_key}",
-            )
+        wait_for(lambda: {k: held(second, k) for k in runs} == want, "the second's summaries")
         wait_for(lambda: converged(settings, want), "the summaries topic")
     finally:
         first.stop()
@@ -208,14 +183,6 @@ def test_two_instances_share_partitions_and_survive_a_rebalance(settings: Settin
 
 
 # -- private helpers ------------------------------------------------------------------------
-
-
-def _partition_of(run_key: RunKey, partitions: int) -> int:
-    return partition_for(run_key, partitions)
-
-
-def _partition(settings: Settings, run_key: RunKey = RUN_KEY) -> int:
-    return _partition_of(run_key, settings.partitions)
 
 
 def _owned(aggregator: Aggregator) -> set[int]:
@@ -274,18 +241,9 @@ class _Cli:
 
 
 def _start_cli(settings: Settings) -> _Cli:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
-    env.update(
-        RESULTLOG_BOOTSTRAP_SERVERS=settings.bootstrap_servers,
-        RESULTLOG_RESULTS_TOPIC=settings.results_topic,
-        RESULTLOG_SUMMARIES_TOPIC=settings.summaries_topic,
-        RESULTLOG_DLQ_TOPIC=settings.dlq_topic,
-        RESULTLOG_AGGREGATOR_GROUP=settings.aggregator_group,
-    )
-    command = [sys.executable, "-m", "resultlog.cli", "aggregator", "--http", "127.0.0.1:0"]
     # Static membership: the restarted process takes the killed one's partitions at once.
-    command += ["--instance-id", "agg-0"]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    command = cli_argv("aggregator", "--http", "127.0.0.1:0", "--instance-id", "agg-0")
+    process = subprocess.Popen(command, env=child_env(settings), stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()
     if not line.startswith("aggregator serving http://"):

@@ -22,8 +22,11 @@ from resultlog.consumers.aggregator import (
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.consumers.support import bare, path, wait_for, write
-from tests.factories import make_record
+from tests.support.aggregator import path
+from tests.support.kafka import write
+from tests.support.records import make_record
+from tests.support.summaries import bare
+from tests.support.waiting import wait_for
 
 RUNS = [
     RunKey("run 1/é", "arith", "openai/gpt-4o"),

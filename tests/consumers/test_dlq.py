@@ -7,7 +7,6 @@ import time
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, Message, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from resultlog.consumers.aggregator import Aggregator
@@ -21,38 +20,21 @@ from resultlog.consumers.dlq import (
     reason_kind,
 )
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import Codec, DecodeError, decode_key, encode_key, partition_for
+from resultlog.schemas import Codec, DecodeError, decode_key, encode_key
 from resultlog.settings import Settings
-from tests.consumers.support import (
-    expected,
+from tests.support.aggregator import served
+from tests.support.kafka import (
+    RawRecord,
+    dead_letters,
+    message_count,
     produce_raw,
-    served,
-    wait_for,
+    read_partition,
+    run_partition,
     write,
 )
-from tests.factories import RUN_KEY, make_record
-
-
-def dead_letters(settings: Settings, count: int, timeout_s: float = 20.0) -> list[Message]:
-    """The first `count` messages of the dead-letter topic (fails if fewer arrive in time)."""
-    consumer = Consumer(
-        {**settings.client_config(), "group.id": "inspect", "enable.partition.eof": False}
-    )
-    consumer.assign([TopicPartition(settings.dlq_topic, p, 0) for p in range(settings.partitions)])
-    found: list[Message] = []
-    deadline = time.monotonic() + timeout_s
-    while len(found) < count and time.monotonic() < deadline:
-        message = consumer.poll(0.2)
-        if message is not None and message.error() is None:
-            found.append(message)
-    consumer.close()
-    assert len(found) == count, f"{len(found)} dead letters, expected {count}"
-    return found
-
-
-def headers(message: Message) -> dict[str, str]:
-    """A message's headers as text."""
-    return {name: (value or b"").decode() for name, value in message.headers() or []}
+from tests.support.records import RUN_KEY, make_record
+from tests.support.summaries import expected
+from tests.support.waiting import wait_for
 
 
 def dead_lettered(base_url: str) -> dict[str, float]:
@@ -84,19 +66,19 @@ def test_the_writer_copies_key_and_value_with_reason_and_source_headers(
     except DecodeError as exc:
         writer.send_error(exc, b"k2", None)
     assert writer.flush(10) == 0
-    first, second = sorted(dead_letters(settings, 2), key=lambda m: m.key() or b"")
-    assert (first.key(), first.value()) == (b"k1", b"\x00garbage")
-    assert headers(first) == {
+    first, second = sorted(dead_letters(settings, 2), key=lambda m: m.key or b"")
+    assert (first.key, first.value) == (b"k1", b"\x00garbage")
+    assert first.headers == {
         HEADER_REASON: "bad",
         HEADER_SOURCE_TOPIC: "src",
         HEADER_SOURCE_PARTITION: "2",
         HEADER_SOURCE_OFFSET: "41",
         HEADER_REASON_KIND: "undecodable_value",
     }
-    assert (second.key(), second.value()) == (b"k2", None)
-    assert headers(second)[HEADER_REASON] == "empty value (0 bytes)"
-    assert headers(second)[HEADER_REASON_KIND] == "empty_value"
-    assert headers(second)[HEADER_SOURCE_OFFSET] == "7"
+    assert (second.key, second.value) == (b"k2", None)
+    assert second.headers[HEADER_REASON] == "empty value (0 bytes)"
+    assert second.headers[HEADER_REASON_KIND] == "empty_value"
+    assert second.headers[HEADER_SOURCE_OFFSET] == "7"
 
 
 def test_an_unlocated_error_is_refused(settings: Settings) -> None:
@@ -108,7 +90,7 @@ def test_an_unlocated_error_is_refused(settings: Settings) -> None:
 def test_poison_is_dead_lettered_counted_and_never_stalls_the_aggregator(
     settings: Settings, base_url: str
 ) -> None:
-    codec, home = Codec(), partition_for(RUN_KEY, settings.partitions)
+    codec, home = Codec(), run_partition(settings, RUN_KEY)
     valid = codec.encode_sample_result(make_record(3, 0))
     poison = {
         "undecodable_value": (encode_key(RUN_KEY, 0, 0), os.urandom(64), home),
@@ -119,7 +101,7 @@ def test_poison_is_dead_lettered_counted_and_never_stalls_the_aggregator(
         "misrouted": (encode_key(RUN_KEY, 3, 0), valid, (home + 1) % settings.partitions),
     }
     write(settings, [make_record(0, 0), make_record(1, 0)])
-    produce_raw(settings, list(poison.values()))
+    assert produce_raw(settings, list(poison.values())) == []
     write(settings, [make_record(5, 0)])
     # The poisoned (0, 0) lost its record, like in replay; (1, 0) and (5, 0) flowed on.
     after_poison = wait_for(
@@ -130,14 +112,17 @@ def test_poison_is_dead_lettered_counted_and_never_stalls_the_aggregator(
     wait_for(lambda: (s := served(base_url, RUN_KEY)) and s["records"] == 3, "a later valid one")
     assert served(base_url, RUN_KEY) == expected(settings, RUN_KEY)
 
-    letters = {headers(m)[HEADER_REASON_KIND]: m for m in dead_letters(settings, len(poison))}
+    letters = {m.headers[HEADER_REASON_KIND]: m for m in dead_letters(settings, len(poison))}
     assert set(letters) == set(poison)
     for kind, (key, value, partition) in poison.items():
-        letter, meta = letters[kind], headers(letters[kind])
-        assert (letter.key(), letter.value()) == (key, value), kind
+        letter, meta = letters[kind], letters[kind].headers
+        assert (letter.key, letter.value) == (key, value), kind
         assert meta[HEADER_SOURCE_TOPIC] == settings.results_topic
         assert meta[HEADER_SOURCE_PARTITION] == str(partition)
-        assert int(meta[HEADER_SOURCE_OFFSET]) >= 0 and meta[HEADER_REASON]
+        assert meta[HEADER_REASON]
+        # The source headers locate the poison itself.
+        source = _at(settings, partition, int(meta[HEADER_SOURCE_OFFSET]))
+        assert (source.key, source.value) == (key, value), kind
     counts = dead_lettered(base_url)
     assert {kind: counts[kind] for kind in poison} == dict.fromkeys(poison, 1.0)
 
@@ -145,7 +130,7 @@ def test_poison_is_dead_lettered_counted_and_never_stalls_the_aggregator(
 def test_a_rebuild_does_not_dead_letter_the_same_record_twice(
     settings: Settings, aggregator: Aggregator, base_url: str
 ) -> None:
-    produce_raw(settings, [(b"bad", b"x", p) for p in range(settings.partitions)])
+    assert produce_raw(settings, [(b"bad", b"x", p) for p in range(settings.partitions)]) == []
     dead_letters(settings, settings.partitions)
     other = Aggregator(KafkaConnection(settings), publish_interval_s=0.05)
     other.start()  # takes some partitions away; stopping it hands them back for a rebuild
@@ -164,7 +149,7 @@ def test_a_rebuild_does_not_dead_letter_the_same_record_twice(
     )
     assert by_other is not None
     assert 1 <= by_other < settings.partitions
-    assert _count_dead_letters(settings) == settings.partitions + by_other
+    assert message_count(settings, settings.dlq_topic) == settings.partitions + by_other
 
 
 def _metric(base_url: str, name: str) -> float:
@@ -176,16 +161,11 @@ def _metric(base_url: str, name: str) -> float:
     raise AssertionError(f"no metric {name}")
 
 
-def _count_dead_letters(settings: Settings) -> int:
-    consumer = Consumer({**settings.client_config(), "group.id": "inspect"})
-    total = 0
-    for partition in range(settings.partitions):
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(settings.dlq_topic, partition), timeout=10
-        )
-        total += high - low
-    consumer.close()
-    return total
+def _at(settings: Settings, partition: int, offset: int) -> RawRecord:
+    """The results-topic message at (partition, offset)."""
+    found = read_partition(settings, settings.results_topic, partition)
+    (message,) = [m for m in found if m.offset == offset]
+    return message
 
 
 def _patched(raw: bytes, at: int, byte: int) -> bytes:

@@ -20,7 +20,7 @@ from resultlog.schemas import (
     ScoreValue,
     Usage,
 )
-from tests.factories import RUN_KEY, make_record
+from tests.support.records import RUN_KEY, make_record
 
 
 def test_all_epochs_skipped_counts_a_skipped_question() -> None:

@@ -6,8 +6,8 @@ from resultlog.consumers import SummaryPublisher, fold
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.consumers.support import bare, published
-from tests.factories import make_record
+from tests.support.records import make_record
+from tests.support.summaries import bare, published
 
 
 def test_publish_all_writes_every_summary_and_tombstones_delete_them(

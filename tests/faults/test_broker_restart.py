@@ -16,19 +16,14 @@ import pytest
 
 from resultlog.broker import LocalKafka
 from resultlog.producer import PersistenceError, Progress
+from resultlog.producer.benchmarks import arith, limit_samples
 from resultlog.producer.offline import ModelServer, is_expected_degraded
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.consumers.support import bare, expected
-from tests.faults.conftest import make_settings
-from tests.faults.support import (
-    MODEL,
-    all_pairs,
-    audit,
-    report,
-    run_once,
-    small_bench,
-)
+from tests.support.audit import all_pairs, audit, report
+from tests.support.kafka import topic_settings
+from tests.support.runs import MODEL, run_once
+from tests.support.summaries import bare, expected
 
 pytestmark = pytest.mark.faults
 
@@ -83,9 +78,10 @@ def _saboteur(
 @pytest.fixture(scope="module")
 def reference(restartable_kafka: LocalKafka) -> dict[str, object]:
     """The summary of the same run, undisturbed."""
-    settings = make_settings(restartable_kafka.bootstrap)
+    settings = topic_settings(restartable_kafka.bootstrap)
+    bench = limit_samples(arith(), SAMPLES)
     with ModelServer(latency_s=0.0, error_rate=ERROR_RATE) as server:
-        run = run_once(settings, small_bench(SAMPLES), "reference", server.base_url, epochs=EPOCHS)
+        run = run_once(settings, bench, "reference", server.base_url, epochs=EPOCHS)
         return bare(asyncio.run(run).summary)
 
 
@@ -100,12 +96,12 @@ async def test_broker_outage_loses_and_duplicates_nothing(
     restartable_settings: Settings,
     reference: dict[str, object],
 ) -> None:
-    bench = small_bench(SAMPLES)
+    bench = limit_samples(arith(), SAMPLES)
     run_key = RunKey(trial.name, bench.name, MODEL)
     with ModelServer(latency_s=0.05, error_rate=ERROR_RATE) as server:
         degraded = [
             (s.id, e)
-            for s in bench.items
+            for s in bench.samples()
             for e in range(EPOCHS)
             if is_expected_degraded(s.id, e, error_rate=ERROR_RATE)
         ]

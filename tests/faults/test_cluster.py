@@ -17,20 +17,14 @@ from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
 
 from resultlog.broker import LocalKafka
 from resultlog.producer import Progress
+from resultlog.producer.benchmarks import arith, limit_samples
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
-from tests.consumers.support import bare, expected
-from tests.faults.conftest import make_settings
-from tests.faults.support import (
-    MODEL,
-    all_pairs,
-    audit,
-    report,
-    resultlog,
-    run_once,
-    run_partition,
-    small_bench,
-)
+from tests.support.audit import all_pairs, audit, report
+from tests.support.cli import cli_argv
+from tests.support.kafka import run_partition, topic_settings
+from tests.support.runs import MODEL, run_once
+from tests.support.summaries import bare, expected
 
 pytestmark = pytest.mark.faults
 
@@ -39,7 +33,7 @@ SAMPLES, EPOCHS = 40, 2
 
 def _up_three(directory: Path) -> str:
     done = subprocess.run(
-        resultlog("kafka", "up", "--brokers", "3", "--port", "0", "--dir", str(directory)),
+        cli_argv("kafka", "up", "--brokers", "3", "--port", "0", "--dir", str(directory)),
         capture_output=True,
         text=True,
         timeout=180,
@@ -69,14 +63,14 @@ async def test_killing_the_partition_leader_mid_run_loses_nothing(kafka_dir: Pat
     assert len(bootstrap.split(",")) == 3
     assert len(admin.list_topics(timeout=10).brokers) == 3
 
-    settings = make_settings(bootstrap, replication_factor=3, min_insync_replicas=2)
+    settings = topic_settings(bootstrap, replication_factor=3, min_insync_replicas=2)
     topic = admin.list_topics(settings.results_topic, timeout=10).topics[settings.results_topic]
     assert all(len(p.replicas) == 3 for p in topic.partitions.values())
     resource = ConfigResource(ConfigResource.Type.TOPIC, settings.results_topic)
     configs = _described(admin, resource)
     assert configs["min.insync.replicas"].value == "2"
 
-    bench = small_bench(SAMPLES)
+    bench = limit_samples(arith(), SAMPLES)
     run_key = RunKey("cluster", bench.name, MODEL)
     leader = topic.partitions[run_partition(settings, run_key)].leader
     killer: list[threading.Thread] = []

@@ -11,30 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 import pytest
 
 from resultlog.consumers import replay_all, replay_run
+from resultlog.consumers.aggregator import Aggregator
 from resultlog.kafka import KafkaConnection
-from resultlog.producer import KafkaResultStore
+from resultlog.producer import RunResult
+from resultlog.producer.benchmarks import arith, limit_samples
 from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.schemas import RunKey, partition_for
 from resultlog.settings import Settings
-from tests.consumers.support import bare, expected
-from tests.factories import make_record
-from tests.faults.conftest import make_settings
-from tests.faults.support import (
-    MODEL,
-    RawRecord,
-    report,
-    run_once,
-    run_partition,
-    scan,
-    serving_aggregator,
-    small_bench,
-    wait_for,
-)
+from tests.support.aggregator import held, serving_aggregator
+from tests.support.audit import report
+from tests.support.kafka import RawRecord, read_partition, run_partition, topic_settings, write
+from tests.support.records import make_record
+from tests.support.runs import MODEL, run_once
+from tests.support.summaries import Summary, bare, expected
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -48,15 +42,17 @@ COMPACTING = {
 }
 
 
-def _views(settings: Settings, run_keys: list[RunKey], aggregators: list[Any]) -> list[Any]:
+View = dict[RunKey, Summary | None]
+
+
+def _views(settings: Settings, run_keys: list[RunKey], aggregators: list[Aggregator]) -> list[View]:
     """Each reader's summaries of the run keys, without freshness fields."""
     kafka = KafkaConnection(settings)
     everything = replay_all(kafka)
-    views: list[Any] = [{k: expected(settings, k) for k in run_keys}]
+    views: list[View] = [{k: expected(settings, k) for k in run_keys}]
     views.append({k: bare(replay_run(kafka, k).summaries[k]) for k in run_keys})
     views.append({k: bare(everything.summaries[k]) for k in run_keys})
-    for aggregator in aggregators:
-        views.append({k: bare(aggregator.lookup(k).summary) for k in run_keys})
+    views.extend({k: held(aggregator, k) for k in run_keys} for aggregator in aggregators)
     return views
 
 
@@ -69,15 +65,7 @@ def _roll_segment(settings: Settings, partition: int) -> None:
         == partition
     )
     time.sleep(SEGMENT_MS * 1.5 / 1000)
-
-    async def write() -> None:
-        store = KafkaResultStore(KafkaConnection(settings))
-        try:
-            await store.write(make_record(0, 0, run_key=filler, created_offset_ms=int(time.time())))
-        finally:
-            await store.close()
-
-    asyncio.run(write())
+    write(settings, [make_record(0, 0, run_key=filler, created_offset_ms=int(time.time()))])
 
 
 def _compacted(settings: Settings, partition: int, before: list[RawRecord]) -> list[RawRecord]:
@@ -85,7 +73,7 @@ def _compacted(settings: Settings, partition: int, before: list[RawRecord]) -> l
     keys = {r.key for r in before}
 
     def dropped() -> list[RawRecord] | None:
-        now = scan(settings.client_config(), settings.results_topic, partition)
+        now = read_partition(settings, settings.results_topic, partition)
         left = [r for r in now if r.key in keys]
         return now if len(left) < len(before) else None
 
@@ -93,11 +81,11 @@ def _compacted(settings: Settings, partition: int, before: list[RawRecord]) -> l
 
 
 def _compact_and_compare(
-    settings: Settings, run_keys: list[RunKey], watching: Any, phase: str
+    settings: Settings, run_keys: list[RunKey], watching: Aggregator, phase: str
 ) -> tuple[int, int]:
     # The first run key's partition holds superseded values: the cleaner must drop some.
     partition = run_partition(settings, run_keys[0])
-    before = scan(settings.client_config(), settings.results_topic, partition)
+    before = read_partition(settings, settings.results_topic, partition)
     views_before = _views(settings, run_keys, [watching])
     _roll_segment(settings, partition)
     after = _compacted(settings, partition, before)
@@ -113,14 +101,14 @@ def _compact_and_compare(
 
 
 def test_summaries_survive_compaction_of_superseded_records(kafka_bootstrap: str) -> None:
-    settings = make_settings(kafka_bootstrap, extra_config=COMPACTING)
-    bench = small_bench(SAMPLES)
+    settings = topic_settings(kafka_bootstrap, extra_config=COMPACTING)
+    bench = limit_samples(arith(), SAMPLES)
     main, other = RunKey("compact", bench.name, MODEL), RunKey("other", bench.name, MODEL)
     with ModelServer(latency_s=0.0, error_rate=0.1) as server:
-        for sample in bench.items[:6]:  # degraded in the first run only: superseded later
+        for sample in bench.samples()[:6]:  # degraded in the first run only: superseded later
             server.override(sample.id, 0, Behavior(status=500))
 
-        def run(run_id: str) -> Any:
+        def run(run_id: str) -> RunResult:
             return asyncio.run(
                 run_once(settings, bench, run_id, server.base_url, epochs=EPOCHS, concurrency=4)
             )
@@ -132,17 +120,14 @@ def test_summaries_survive_compaction_of_superseded_records(kafka_bootstrap: str
         assert second.degraded < first.degraded
         with serving_aggregator(settings) as (watching, _):
             wait_for(
-                lambda: (
-                    watching.lookup(main).summary is not None
-                    and bare(watching.lookup(main).summary) == expected(settings, main)
-                ),
+                lambda: held(watching, main) == expected(settings, main),
                 "the aggregator to catch up",
             )
             _compact_and_compare(settings, [main, other], watching, "1")
             third = run("compact")  # re-writes the still degraded pairs after compaction
             assert third.degraded > 0
             wait_for(
-                lambda: bare(watching.lookup(main).summary) == bare(third.summary),
+                lambda: held(watching, main) == bare(third.summary),
                 "the aggregator to see the third run",
             )
             _compact_and_compare(settings, [main, other], watching, "2")

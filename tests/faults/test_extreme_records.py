@@ -8,7 +8,6 @@ replay and the worker before) are dead-lettered as `out_of_range`, counted, and 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from io import BytesIO
 from typing import Any
@@ -19,6 +18,7 @@ from fastavro import schemaless_writer
 
 from resultlog.consumers import fold, replay_all, replay_run
 from resultlog.kafka import KafkaConnection
+from resultlog.producer.benchmarks import arith, limit_samples
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import (
     MAX_COST_USD,
@@ -30,23 +30,17 @@ from resultlog.schemas import (
     SampleResult,
     Usage,
     encode_key,
-    partition_for,
     shipped_catalog,
 )
 from resultlog.schemas.codec import SINGLE_OBJECT_MAGIC
-from tests.consumers.support import bare, path
-from tests.factories import make_record
-from tests.faults.conftest import make_settings
-from tests.faults.support import (
-    MODEL,
-    cli,
-    produce_raw,
-    report,
-    run_once,
-    serving_aggregator,
-    small_bench,
-    wait_for,
-)
+from tests.support.aggregator import served, serving_aggregator
+from tests.support.audit import report
+from tests.support.cli import child_env, printed_json, run_cli
+from tests.support.kafka import RawMessage, produce_raw, run_partition, topic_settings
+from tests.support.records import make_record
+from tests.support.runs import MODEL, run_once
+from tests.support.summaries import bare
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -103,14 +97,13 @@ BEYOND = [
 
 
 def test_extreme_records_never_stop_a_reader(kafka_bootstrap: str) -> None:
-    settings = make_settings(kafka_bootstrap)
+    settings = topic_settings(kafka_bootstrap)
     kafka = KafkaConnection(settings)
     valid = [_at_bounds(i) for i in range(6)]
-    messages: list[tuple[bytes | None, bytes | None]] = [
-        (r.key, Codec().encode_sample_result(r)) for r in valid
-    ]
-    messages += [(encode_key(RUN, i, 0), _beyond(i, field, v)) for i, field, v in BEYOND]
-    assert produce_raw(settings, messages, partition_for(RUN, settings.partitions)) == []
+    home = run_partition(settings, RUN)
+    messages: list[RawMessage] = [(r.key, Codec().encode_sample_result(r), home) for r in valid]
+    messages += [(encode_key(RUN, i, 0), _beyond(i, field, v), home) for i, field, v in BEYOND]
+    assert produce_raw(settings, messages) == []
     at_bounds = bare(fold(valid, RUN))
     assert at_bounds["usage"]["input_tokens"] == 6 * MAX_TOKENS
 
@@ -120,38 +113,29 @@ def test_extreme_records_never_stop_a_reader(kafka_bootstrap: str) -> None:
     assert everything.reasons == {"out_of_range": len(BEYOND)}
 
     args = ["--run-id", RUN.run_id, "--benchmark", RUN.benchmark_id, "--model", MODEL]
-    replay = cli(settings, "replay", *args, "--json")
-    assert replay.returncode == 0, replay.stderr
-    assert bare(json.loads(replay.stdout)) == at_bounds
+    env = child_env(settings)
+    replay = run_cli(env, "replay", *args, "--json")
+    assert bare(printed_json(replay)) == at_bounds
     assert f"{len(BEYOND)} undecodable record(s) ignored (out_of_range: {len(BEYOND)})" in (
         replay.stderr
     )
-    assert cli(settings, "replay", "--all", "--json").returncode == 0
-    status = cli(settings, "status", *args, "--json")
-    assert status.returncode == 0, status.stderr
-    assert json.loads(status.stdout)["undecodable"] == len(BEYOND)
+    assert run_cli(env, "replay", "--all", "--json").returncode == 0
+    assert printed_json(run_cli(env, "status", *args, "--json"))["undecodable"] == len(BEYOND)
 
     with serving_aggregator(settings) as (aggregator, base_url):
-        served = wait_for(lambda: _served(base_url), "the run to be served")
-        assert bare(served) == at_bounds
+        assert wait_for(lambda: served(base_url, RUN), "the run to be served") == at_bounds
         metrics = httpx.get(base_url + "/metrics", timeout=5).text
         assert f'dead_lettered_total{{reason="out_of_range"}} {float(len(BEYOND))}' in metrics
 
         # The worker resumes over the same records: it skips the valid ones, evaluates the
         # dead-lettered keys again and reports the run's summary, as replay does.
         with ModelServer(latency_s=0.0) as server:
-            worked = asyncio.run(
-                run_once(settings, small_bench(SAMPLES), RUN.run_id, server.base_url, epochs=1)
-            )
+            bench = limit_samples(arith(), SAMPLES)
+            worked = asyncio.run(run_once(settings, bench, RUN.run_id, server.base_url, epochs=1))
         assert worked.skipped == len(valid) and worked.evaluated == SAMPLES - len(valid)
         final = bare(replay_run(kafka, RUN).summaries[RUN])
         assert bare(worked.summary) == final
-        wait_for(lambda: bare(_served(base_url) or {}) == final or None, "the aggregator")
+        wait_for(lambda: served(base_url, RUN) == final, "the aggregator")
         assert aggregator.running
     kinds = Counter({"out_of_range": everything.reasons["out_of_range"]})
     report("extreme-records", beyond_bounds=len(BEYOND), dead_lettered=kinds["out_of_range"])
-
-
-def _served(base_url: str) -> dict[str, Any] | None:
-    response = httpx.get(base_url + path(RUN), timeout=5)
-    return response.json() if response.status_code == 200 else None

@@ -13,16 +13,11 @@ import pytest
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.consumers.support import path
-from tests.faults.support import (
-    MODEL,
-    env_for,
-    raw_run_records,
-    report,
-    resultlog,
-    serving_aggregator,
-    topic_is_empty,
-)
+from tests.support.aggregator import path, serving_aggregator
+from tests.support.audit import report
+from tests.support.cli import child_env, one_line_error, run_cli
+from tests.support.kafka import message_count, raw_run_records
+from tests.support.runs import MODEL
 
 pytestmark = pytest.mark.faults
 
@@ -50,23 +45,8 @@ BAD_JSONL = [
 ]  # fmt: skip
 
 
-def _one_line_error(done: subprocess.CompletedProcess[str], message: str) -> None:
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode != 0, done.stdout
-    assert len(lines) == 1 and lines[0].startswith("resultlog: error:"), done.stderr
-    assert message in lines[0], lines[0]
-
-
 def _run(settings: Settings, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        resultlog(*args),
-        env=env_for(settings),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(child_env(settings), *args, cwd=cwd)
 
 
 def _tree(root: Path) -> set[Path]:
@@ -77,8 +57,9 @@ def _tree(root: Path) -> set[Path]:
 def test_bad_arguments_are_one_line_errors_and_write_nothing(
     args: list[str], message: str, settings: Settings, tmp_path: Path
 ) -> None:
-    _one_line_error(_run(settings, args, tmp_path), message)
-    assert topic_is_empty(settings) and topic_is_empty(settings, settings.summaries_topic)
+    error = one_line_error(_run(settings, args, tmp_path))
+    assert message in error, error
+    assert message_count(settings) == message_count(settings, settings.summaries_topic) == 0
 
 
 @pytest.mark.parametrize(("content", "message"), BAD_JSONL)
@@ -87,10 +68,11 @@ def test_bad_jsonl_names_the_line_and_writes_nothing(
 ) -> None:
     bench = tmp_path / "qa.jsonl"
     bench.write_text(content)
-    _one_line_error(
-        _run(settings, ["run", str(bench), "--model", "m", "--run-id", "r"], tmp_path), message
+    error = one_line_error(
+        _run(settings, ["run", str(bench), "--model", "m", "--run-id", "r"], tmp_path)
     )
-    assert topic_is_empty(settings)
+    assert message in error, error
+    assert message_count(settings) == 0
 
 
 def test_traversal_in_names_is_just_text_in_percent_encoded_keys(

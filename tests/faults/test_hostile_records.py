@@ -9,15 +9,14 @@ aggregator count all of them, and the aggregator dead-letters each with its head
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
+import time
 from collections import Counter
 from io import BytesIO
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 from fastavro import schemaless_writer
 
 from resultlog.consumers import replay_all, replay_run
@@ -29,30 +28,24 @@ from resultlog.consumers.dlq import (
     HEADER_SOURCE_TOPIC,
 )
 from resultlog.kafka import KafkaConnection
+from resultlog.producer.benchmarks import arith, limit_samples
 from resultlog.producer.offline import ModelServer
-from resultlog.schemas import (
-    Codec,
-    RunKey,
-    encode_key,
-    partition_for,
-    run_key_prefix,
-    shipped_catalog,
-)
+from resultlog.schemas import Codec, RunKey, encode_key, run_key_prefix, shipped_catalog
 from resultlog.schemas.codec import SINGLE_OBJECT_MAGIC
-from resultlog.settings import Settings
-from tests.consumers.support import bare, expected, path
-from tests.factories import make_record
-from tests.faults.conftest import make_settings
-from tests.faults.support import (
-    MODEL,
-    cli,
+from tests.support.aggregator import path, serving_aggregator
+from tests.support.audit import report
+from tests.support.cli import child_env, printed_json, run_cli
+from tests.support.kafka import (
+    RawMessage,
+    dead_letters,
+    message_count,
     produce_raw,
-    report,
-    run_once,
-    serving_aggregator,
-    small_bench,
-    wait_for,
+    run_partition,
+    topic_settings,
 )
+from tests.support.records import make_record
+from tests.support.runs import MODEL, run_once
+from tests.support.summaries import bare, expected
 
 pytestmark = pytest.mark.faults
 
@@ -70,46 +63,24 @@ def _future_version() -> bytes:
     return SINGLE_OBJECT_MAGIC + schema.fingerprint + body.getvalue()
 
 
-def _hostile() -> tuple[list[tuple[bytes | None, bytes]], list[tuple[bytes | None, bytes]]]:
-    """(bad values under the run's keys, bad keys with a valid value)."""
+def _hostile(partition: int) -> tuple[list[RawMessage], list[RawMessage]]:
+    """(bad values under the run's keys, bad keys with a valid value), for the run's partition."""
     valid = Codec().encode_sample_result(make_record(100, 0, run_key=RUN, dataset_size=None))
-    values = [
-        (encode_key(RUN, 100, 0), os.urandom(64)),
-        (encode_key(RUN, 101, 0), _future_version()),
-        (encode_key(RUN, 102, 0), SINGLE_OBJECT_MAGIC + b"\x00" * 8 + valid[10:]),
-        (encode_key(RUN, 103, 0), valid[: len(valid) // 2]),
-        (encode_key(RUN, 104, 0), b""),
+    values: list[RawMessage] = [
+        (encode_key(RUN, 100, 0), os.urandom(64), partition),
+        (encode_key(RUN, 101, 0), _future_version(), partition),
+        (encode_key(RUN, 102, 0), SINGLE_OBJECT_MAGIC + b"\x00" * 8 + valid[10:], partition),
+        (encode_key(RUN, 103, 0), valid[: len(valid) // 2], partition),
+        (encode_key(RUN, 104, 0), b"", partition),
     ]
-    keys = [
-        (run_key_prefix(RUN) + b"not-a-number/0", valid),  # the run's prefix: resume sees it
-        (b"\xff\xfe not ascii", valid),
-        (b"too/few/parts", valid),
-        (b"", valid),
+    keys: list[RawMessage] = [
+        # The run's prefix: resume sees it.
+        (run_key_prefix(RUN) + b"not-a-number/0", valid, partition),
+        (b"\xff\xfe not ascii", valid, partition),
+        (b"too/few/parts", valid, partition),
+        (b"", valid, partition),
     ]
     return values, keys
-
-
-def _dead_letters(settings: Settings, expected: int) -> list[dict[str, str]]:
-    """The headers of the dead-letter topic's messages, once `expected` are there."""
-    consumer = Consumer({**settings.client_config(), "group.id": "dlq-read", "log_level": 0})
-    consumer.assign([TopicPartition(settings.dlq_topic, p, 0) for p in range(settings.partitions)])
-    found: list[dict[str, str]] = []
-
-    def more() -> bool:
-        message = consumer.poll(0.2)
-        if message is not None and message.error() is None:
-            found.append({k: v.decode() for k, v in message.headers() or []})
-        elif message is not None:
-            assert message.error().code() == KafkaError._PARTITION_EOF
-        return len(found) >= expected
-
-    try:
-        wait_for(more, f"{expected} dead letters")
-        extra = consumer.poll(1.0)
-        assert extra is None or extra.error() is not None, "more dead letters than bad records"
-    finally:
-        consumer.close()
-    return found
 
 
 def _metric(text: str, reason: str) -> float:
@@ -119,16 +90,15 @@ def _metric(text: str, reason: str) -> float:
 
 
 def test_every_reader_survives_and_counts_each_bad_record_once(kafka_bootstrap: str) -> None:
-    settings = make_settings(kafka_bootstrap)
+    settings = topic_settings(kafka_bootstrap)
+    bench = limit_samples(arith(), SAMPLES)
     with ModelServer(latency_s=0.0) as server:
-        clean = asyncio.run(
-            run_once(settings, small_bench(SAMPLES), RUN.run_id, server.base_url, epochs=EPOCHS)
-        )
-    values, keys = _hostile()
-    partition = partition_for(RUN, settings.partitions)
-    assert produce_raw(settings, values + keys, partition) == []
+        clean = asyncio.run(run_once(settings, bench, RUN.run_id, server.base_url, epochs=EPOCHS))
+    partition = run_partition(settings, RUN)
+    values, keys = _hostile(partition)
+    assert produce_raw(settings, values + keys) == []
     # A null key is refused by the broker itself on a compacted topic: it never reaches a reader.
-    assert produce_raw(settings, [(None, b"x")], partition) == [
+    assert produce_raw(settings, [(None, b"x", partition)]) == [
         "Broker: Broker failed to validate record"
     ]
     run_bad, all_bad = len(values) + 1, len(values) + len(keys)
@@ -150,16 +120,16 @@ def test_every_reader_survives_and_counts_each_bad_record_once(kafka_bootstrap: 
     assert expected(settings, RUN) == summary
 
     args = ["--run-id", RUN.run_id, "--benchmark", RUN.benchmark_id, "--model", MODEL, "--json"]
-    status = cli(settings, "status", *args)
-    assert status.returncode == 0, status.stderr
-    assert json.loads(status.stdout)["undecodable"] == run_bad
-    replay = cli(settings, "replay", *args)
-    assert replay.returncode == 0, replay.stderr
+    env = child_env(settings)
+    assert printed_json(run_cli(env, "status", *args))["undecodable"] == run_bad
+    replay = run_cli(env, "replay", *args)
+    assert bare(printed_json(replay)) == summary
     assert f"{run_bad} undecodable record(s) ignored" in replay.stderr
-    assert bare(json.loads(replay.stdout)) == summary
 
     with serving_aggregator(settings) as (aggregator, base_url):
-        headers = _dead_letters(settings, all_bad)
+        headers = [letter.headers for letter in dead_letters(settings, all_bad)]
+        time.sleep(1.0)  # asserting an absence: a second letter of a record would be here by now
+        assert message_count(settings, settings.dlq_topic) == all_bad, "more letters than records"
         metrics = httpx.get(base_url + "/metrics", timeout=5).text
         assert bare(httpx.get(base_url + path(RUN), timeout=5).json()) == summary
         assert httpx.get(base_url + "/healthz", timeout=5).status_code == 200

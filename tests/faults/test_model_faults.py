@@ -14,10 +14,13 @@ import pytest
 from resultlog.consumers import read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import ModelError
+from resultlog.producer.benchmarks import arith, limit_samples
 from resultlog.producer.offline import Behavior, Fault, ModelServer
 from resultlog.schemas import RunKey, SampleResult, ScoreValue
 from resultlog.settings import Settings
-from tests.faults.support import MODEL, cli, report, run_once, small_bench
+from tests.support.audit import report
+from tests.support.cli import child_env, one_line_error, run_cli
+from tests.support.runs import MODEL, run_once
 
 pytestmark = pytest.mark.faults
 
@@ -48,19 +51,15 @@ def test_a_fault_without_status_fails_the_run_with_one_line_and_no_degraded_reco
         server.override("arith-0001", 0, Behavior(status=429))  # degraded: deferred, never written
         server.override("arith-0007", 0, Behavior(fault=fault, status=200))
         started = time.monotonic()
-        done = cli(
-            settings,
+        done = run_cli(
+            child_env(settings, RESULTLOG_MODEL_TIMEOUT_S="0.5", RESULTLOG_MODEL_MAX_RETRIES="1"),
             *["run", "arith", "--model", MODEL, "--run-id", run_id, "--limit", str(SAMPLES)],
             *["--concurrency", "2", "--json", "--base-url", server.base_url],
-            RESULTLOG_MODEL_TIMEOUT_S="0.5",
-            RESULTLOG_MODEL_MAX_RETRIES="1",
         )
         elapsed = time.monotonic() - started
         attempts = server.request_count("arith-0007", 0)
-    lines = done.stderr.strip().splitlines()
     assert done.returncode == 1, done.stderr
-    assert len(lines) == 1 and lines[0].startswith("resultlog: error:"), done.stderr
-    assert message in lines[0]
+    assert message in one_line_error(done)
     assert attempts == requests
     records = _records(settings, run_id)
     assert not [r for r in records if r.degraded]
@@ -69,7 +68,7 @@ def test_a_fault_without_status_fails_the_run_with_one_line_and_no_degraded_reco
 
 
 async def test_statuses_degrade_as_designed(settings: Settings) -> None:
-    bench = small_bench(SAMPLES)
+    bench = limit_samples(arith(), SAMPLES)
     expected = {
         "arith-0001": (Behavior(status=429), ScoreValue.S, 429),
         "arith-0002": (Behavior(status=503), ScoreValue.S, 503),
@@ -97,7 +96,7 @@ async def test_statuses_degrade_as_designed(settings: Settings) -> None:
 
 
 def test_a_hang_is_bounded_by_the_client_timeout(settings: Settings) -> None:
-    bench = small_bench(3)
+    bench = limit_samples(arith(), 3)
     with ModelServer(latency_s=0.0) as server:
         server.override("arith-0000", 0, Behavior(fault="hang"))
         started = time.monotonic()

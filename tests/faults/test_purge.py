@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import httpx
 import pytest
 
+from resultlog.producer.benchmarks import arith, limit_samples
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey, encode_key, encode_run_key, partition_for, run_key_prefix
 from resultlog.settings import Settings
-from tests.consumers.support import bare, expected, path
-from tests.faults.conftest import make_settings
-from tests.faults.support import (
-    MODEL,
-    cli,
-    produce_raw,
-    report,
-    run_once,
-    scan,
-    serving_aggregator,
-    small_bench,
-    wait_for,
-)
+from tests.support.aggregator import path, serving_aggregator
+from tests.support.audit import report
+from tests.support.cli import child_env, printed_json, run_cli
+from tests.support.kafka import produce_raw, read_partition, run_partition, topic_settings
+from tests.support.runs import MODEL, run_once
+from tests.support.summaries import bare, expected
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -44,22 +40,22 @@ def _neighbour(settings: Settings, run_key: RunKey) -> RunKey:
 def _poison(settings: Settings, run_key: RunKey) -> None:
     """An undecodable latest value for one key, and a key with the run's prefix that won't parse."""
     keys = (encode_key(run_key, 5, 0), run_key_prefix(run_key) + b"not-a-number/0")
-    partition = partition_for(run_key, settings.partitions)
-    assert produce_raw(settings, [(key, b"garbage") for key in keys], partition) == []
+    partition = run_partition(settings, run_key)
+    assert produce_raw(settings, [(key, b"garbage", partition) for key in keys]) == []
 
 
 def _summary_value(settings: Settings, run_key: RunKey) -> tuple[bool, bytes | None]:
     """Whether the summaries topic has the run key, and its latest value (None: tombstone)."""
-    partition = partition_for(run_key, settings.partitions)
+    partition = run_partition(settings, run_key)
     wanted = encode_run_key(run_key)
-    found = [r for r in scan(settings.client_config(), settings.summaries_topic, partition)
+    found = [r for r in read_partition(settings, settings.summaries_topic, partition)
              if r.key == wanted]  # fmt: skip
     return bool(found), found[-1].value if found else None
 
 
 def _purge(settings: Settings, run_key: RunKey, *extra: str) -> str:
-    done = cli(
-        settings,
+    done = run_cli(
+        child_env(settings),
         *["purge", "--run-id", run_key.run_id, "--benchmark", run_key.benchmark_id],
         *["--model", run_key.model, *extra],
     )
@@ -67,19 +63,19 @@ def _purge(settings: Settings, run_key: RunKey, *extra: str) -> str:
     return done.stdout.strip()
 
 
-def _cli_json(settings: Settings, command: str, run_key: RunKey) -> dict[str, object]:
-    done = cli(
-        settings,
-        *[command, "--run-id", run_key.run_id, "--benchmark", run_key.benchmark_id],
-        *["--model", run_key.model, "--json"],
+def _cli_json(settings: Settings, command: str, run_key: RunKey) -> dict[str, Any]:
+    return printed_json(
+        run_cli(
+            child_env(settings),
+            *[command, "--run-id", run_key.run_id, "--benchmark", run_key.benchmark_id],
+            *["--model", run_key.model, "--json"],
+        )
     )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
 def test_purge_deletes_the_run_for_every_reader(kafka_bootstrap: str) -> None:
-    settings = make_settings(kafka_bootstrap)
-    bench = small_bench(SAMPLES)
+    settings = topic_settings(kafka_bootstrap)
+    bench = limit_samples(arith(), SAMPLES)
     doomed = RunKey("../../etc/purge-me", bench.name, MODEL)
     kept = _neighbour(settings, doomed)
     with ModelServer(latency_s=0.0) as server:
@@ -102,10 +98,12 @@ def test_purge_deletes_the_run_for_every_reader(kafka_bootstrap: str) -> None:
         assert (status["records"], status["completed"], status["degraded"]) == (0, 0, 0)
         assert status["undecodable"] == 0
         assert _cli_json(settings, "replay", doomed)["records"] == 0
-        gone = wait_for(
-            lambda: (r := httpx.get(base_url + path(doomed), timeout=5)).status_code == 404 and r,
-            "the aggregator to drop the run",
-        )
+
+        def dropped() -> httpx.Response | None:
+            response = httpx.get(base_url + path(doomed), timeout=5)
+            return response if response.status_code == 404 else None
+
+        gone = wait_for(dropped, "the aggregator to drop the run")
         assert gone.json()["error"] == "not_found"
         wait_for(lambda: _summary_value(settings, doomed) == (True, None), "a summary tombstone")
 

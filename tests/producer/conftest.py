@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from resultlog.producer.model_client import ModelClient
-from resultlog.producer.offline import ModelServer, Outcome, expected_outcome
+from resultlog.producer.offline import ModelServer
 
 
 @pytest.fixture
@@ -30,12 +30,3 @@ async def fast_client(offline_server: ModelServer) -> AsyncIterator[ModelClient]
         max_connections=16,  # httpcore's per-request cost grows with open connections
     ) as client:
         yield client
-
-
-def pair_with(outcome: Outcome, *, epoch: int = 0, prefix: str = "probe") -> str:
-    """The first sample id `prefix-N` whose default outcome at `epoch` is `outcome`."""
-    for i in range(100_000):
-        sample_id = f"{prefix}-{i}"
-        if expected_outcome(sample_id, epoch) == outcome:
-            return sample_id
-    raise AssertionError(f"no {outcome} pair found")

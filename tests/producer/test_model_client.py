@@ -17,7 +17,7 @@ from resultlog.producer.context import sample_scope
 from resultlog.producer.errors import ModelError
 from resultlog.producer.model_client import ModelClient, classify_model_error
 from resultlog.producer.offline import Behavior, ModelServer, generation_id
-from tests.producer.conftest import pair_with
+from tests.support.offline import pair_with
 
 MODEL = "offline/arith"
 

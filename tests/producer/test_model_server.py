@@ -22,7 +22,7 @@ from resultlog.producer.offline import (
     generation_id,
     is_expected_degraded,
 )
-from tests.producer.conftest import pair_with
+from tests.support.offline import pair_with
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -3,79 +3,25 @@
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from resultlog.consumers import RunRecords, fold, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._scorers import Scored
-from resultlog.producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith
+from resultlog.producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith, limit_samples
 from resultlog.producer.errors import PersistenceError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient
 from resultlog.producer.offline import Behavior, ModelServer
-from resultlog.producer.runner import RunResult, WritePolicy, model_solver, run_benchmark
+from resultlog.producer.runner import RunResult, run_benchmark
 from resultlog.producer.store import KafkaResultStore, NoopResultStore
-from resultlog.schemas import (
-    Codec,
-    RunKey,
-    SampleResult,
-    ScoreValue,
-    encode_key,
-    partition_for,
-)
+from resultlog.schemas import RunKey, SampleResult, ScoreValue, encode_key
 from resultlog.settings import Settings
-from tests.consumers.support import produce_raw
-from tests.factories import make_record
-
-MODEL = "offline/arith-1"
-FAST_WRITES = WritePolicy(initial_delay_s=0.01, rng=random.Random(7))
-
-
-def small(n: int = 12) -> StaticBenchmark:
-    """The first n arith questions, as their own benchmark."""
-    full = arith()
-    return StaticBenchmark("arith", full.items[:n], full.scorer, full.system_prompt)
-
-
-async def run(
-    benchmark: Benchmark,
-    client: ModelClient,
-    store: object,
-    run_id: str,
-    **options: object,
-) -> RunResult:
-    return await run_benchmark(
-        benchmark,
-        MODEL,
-        run_id=run_id,
-        solver=model_solver(client, MODEL),
-        store=store,  # type: ignore[arg-type]
-        write_policy=options.pop("write_policy", FAST_WRITES),  # type: ignore[arg-type]
-        **options,  # type: ignore[arg-type]
-    )
-
-
-def topic_log(settings: Settings, run_key: RunKey) -> list[SampleResult]:
-    """Every record of the run key's partition, in offset order."""
-    codec = Codec()
-    consumer = Consumer(
-        {**settings.client_config(), "group.id": "inspect", "enable.partition.eof": True}
-    )
-    partition = partition_for(run_key, settings.partitions)
-    consumer.assign([TopicPartition(settings.results_topic, partition, 0)])
-    records: list[SampleResult] = []
-    while True:
-        message = consumer.poll(10)
-        assert message is not None, "no end of partition within 10 s"
-        if message.error() is not None:
-            break
-        records.append(codec.decode_sample_result(message.value()))
-    consumer.close()
-    return [r for r in records if r.run_key == run_key]
+from tests.support.kafka import produce_raw, run_partition, stored_records
+from tests.support.records import make_record
+from tests.support.runs import MODEL, run_with
 
 
 def comparable(result: RunResult) -> dict[str, object]:
@@ -86,9 +32,9 @@ def comparable(result: RunResult) -> dict[str, object]:
 async def test_one_record_per_pair_with_usage_and_generation_time(
     settings: Settings, kafka_store: KafkaResultStore, model_client: ModelClient
 ) -> None:
-    result = await run(small(5), model_client, kafka_store, "r1", epochs=2)
+    result = await run_with(limit_samples(arith(), 5), model_client, kafka_store, "r1", epochs=2)
     run_key = RunKey("r1", "arith", MODEL)
-    stored = topic_log(settings, run_key)
+    stored = stored_records(settings, run_key)
     assert Counter((r.sample_index, r.epoch) for r in stored) == {
         (i, e): 1 for i in range(5) for e in range(2)
     }
@@ -103,11 +49,15 @@ async def test_one_record_per_pair_with_usage_and_generation_time(
 async def test_stored_pairs_are_skipped_and_the_aggregate_equals_a_fresh_run(
     kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
 ) -> None:
-    fresh = await run(small(), model_client, NoopResultStore(), "fresh", epochs=3)
-    partial = await run(small(), model_client, kafka_store, "r2", epochs=3, sample_range=(0, 6))
+    fresh = await run_with(
+        limit_samples(arith(), 12), model_client, NoopResultStore(), "fresh", epochs=3
+    )
+    partial = await run_with(
+        limit_samples(arith(), 12), model_client, kafka_store, "r2", epochs=3, sample_range=(0, 6)
+    )
     before = model_server.request_counts()
 
-    resumed = await run(small(), model_client, kafka_store, "r2", epochs=3)
+    resumed = await run_with(limit_samples(arith(), 12), model_client, kafka_store, "r2", epochs=3)
 
     durable = {(r.sample_id, r.epoch) for r in partial.records if not r.degraded}
     requested_again = {
@@ -121,28 +71,30 @@ async def test_stored_pairs_are_skipped_and_the_aggregate_equals_a_fresh_run(
 async def test_absolute_indexes_with_a_range(
     settings: Settings, kafka_store: KafkaResultStore, model_client: ModelClient
 ) -> None:
-    result = await run(small(), model_client, kafka_store, "r3", sample_range=(4, 8))
+    result = await run_with(
+        limit_samples(arith(), 12), model_client, kafka_store, "r3", sample_range=(4, 8)
+    )
     assert sorted(r.sample_index for r in result.records) == [4, 5, 6, 7]
     assert {r.sample_id for r in result.records} == {f"arith-{i:04d}" for i in range(4, 8)}
     assert all(r.dataset_size == 12 for r in result.records)
-    stored = topic_log(settings, RunKey("r3", "arith", MODEL))
+    stored = stored_records(settings, RunKey("r3", "arith", MODEL))
     assert sorted(r.sample_index for r in stored) == [4, 5, 6, 7]
 
 
 async def test_a_range_starting_after_0_skips_its_stored_record(
     kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
 ) -> None:
-    bench = small()
-    first = await run(bench, model_client, kafka_store, "r3b", sample_range=(5, 6), epochs=2)
+    bench = limit_samples(arith(), 12)
+    first = await run_with(bench, model_client, kafka_store, "r3b", sample_range=(5, 6), epochs=2)
     assert [(r.sample_index, r.epoch) for r in first.records] == [(5, 0), (5, 1)]
     before = model_server.request_counts()
 
-    result = await run(bench, model_client, kafka_store, "r3b", sample_range=(4, 8), epochs=2)
+    result = await run_with(bench, model_client, kafka_store, "r3b", sample_range=(4, 8), epochs=2)
 
     stored = {(5, 0), (5, 1)} - {(r.sample_index, r.epoch) for r in first.records if r.degraded}
     assert result.skipped == len(stored) and result.evaluated == 8 - len(stored)
     for index, epoch in stored:
-        pair = (bench.items[index].id, epoch)
+        pair = (bench.samples()[index].id, epoch)
         assert model_server.request_counts()[pair] == before[pair], "a stored pair was asked"
     assert sorted((r.sample_index, r.epoch) for r in result.records) == [
         (i, e) for i in range(4, 8) for e in range(2)
@@ -151,14 +103,14 @@ async def test_a_range_starting_after_0_skips_its_stored_record(
 
 
 async def test_duplicate_records_from_a_store_seed_once(model_client: ModelClient) -> None:
-    bench = small(2)
-    durable = await run(bench, model_client, NoopResultStore(), "r-dup")
+    bench = limit_samples(arith(), 2)
+    durable = await run_with(bench, model_client, NoopResultStore(), "r-dup")
 
     class RepeatingStore(NoopResultStore):
         async def load(self, run_key: RunKey) -> RunRecords:
             return RunRecords([*durable.records, *durable.records], 0)  # repeats every key
 
-    result = await run(bench, model_client, RepeatingStore(), "r-dup")
+    result = await run_with(bench, model_client, RepeatingStore(), "r-dup")
     completed = sum(not r.degraded for r in durable.records)
     assert result.skipped == completed
     assert result.summary.records == 2
@@ -170,15 +122,15 @@ async def test_a_stored_epoch_outside_the_range_is_ignored(
     model_client: ModelClient,
     model_server: ModelServer,
 ) -> None:
-    first = await run(small(3), model_client, kafka_store, "r4", epochs=3)
+    first = await run_with(limit_samples(arith(), 3), model_client, kafka_store, "r4", epochs=3)
     degraded_before = {(r.sample_id, r.epoch) for r in first.records if r.degraded}
     before = model_server.request_counts()
 
-    result = await run(small(3), model_client, kafka_store, "r4", epochs=2)
+    result = await run_with(limit_samples(arith(), 3), model_client, kafka_store, "r4", epochs=2)
 
     # The worker reports the run's summary, replay's (DESIGN rule 8): the newest record
     # gives the shape, and the epoch-2 records are either in it or counted out of it.
-    assert result.summary == fold(topic_log(settings, RunKey("r4", "arith", MODEL)))
+    assert result.summary == fold(stored_records(settings, RunKey("r4", "arith", MODEL)))
     assert result.summary.records + result.summary.out_of_shape == 9
     assert sorted({r.epoch for r in result.records}) == [0, 1]
     requested_again = {p for p, n in model_server.request_counts().items() if n > before[p]}
@@ -191,30 +143,36 @@ async def test_429s_give_degraded_skipped_outcomes_written_after_all_others(
     model_client: ModelClient,
     model_server: ModelServer,
 ) -> None:
-    bench = small(6)
-    model_server.override(bench.items[0].id, 0, Behavior(status=429))
-    model_server.override(bench.items[3].id, 1, Behavior(status=500))
-    result = await run(bench, model_client, kafka_store, "r5", epochs=2)
+    bench = limit_samples(arith(), 6)
+    model_server.override(bench.samples()[0].id, 0, Behavior(status=429))
+    model_server.override(bench.samples()[3].id, 1, Behavior(status=500))
+    result = await run_with(bench, model_client, kafka_store, "r5", epochs=2)
     degraded = {(r.sample_index, r.epoch) for r in result.records if r.degraded}
     assert {(0, 0), (3, 1)} <= degraded
     for record in result.records:
         if (record.sample_index, record.epoch) in {(0, 0), (3, 1)}:
             assert record.score.value is ScoreValue.S
             assert record.error is not None and record.error.http_status in (429, 500)
-    stored = topic_log(settings, RunKey("r5", "arith", MODEL))
+    stored = stored_records(settings, RunKey("r5", "arith", MODEL))
     flags = [r.degraded for r in stored]
     assert flags == sorted(flags), "a degraded record was written before a completed one"
     assert result.summary.degraded_records == len(degraded)
 
 
-async def test_a_400_gives_a_degraded_incorrect_outcome(
-    kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
+@pytest.mark.parametrize(("status", "index"), [(400, 1), (302, 0)])
+async def test_a_400_or_a_3xx_gives_a_degraded_incorrect_outcome(
+    status: int,
+    index: int,
+    kafka_store: KafkaResultStore,
+    model_client: ModelClient,
+    model_server: ModelServer,
 ) -> None:
-    bench = small(2)
-    model_server.override(bench.items[1].id, 0, Behavior(status=400))
-    result = await run(bench, model_client, kafka_store, "r400")
-    record = next(r for r in result.records if r.sample_index == 1)
+    bench = limit_samples(arith(), 2)
+    model_server.override(bench.samples()[index].id, 0, Behavior(status=status))
+    result = await run_with(bench, model_client, kafka_store, f"r{status}")
+    record = next(r for r in result.records if r.sample_index == index)
     assert record.degraded and record.score.value is ScoreValue.I
+    assert record.error is not None and record.error.http_status == status
 
 
 async def test_a_401_fails_the_run_and_writes_no_degraded_record(
@@ -223,40 +181,29 @@ async def test_a_401_fails_the_run_and_writes_no_degraded_record(
     model_client: ModelClient,
     model_server: ModelServer,
 ) -> None:
-    bench = small(6)
-    model_server.override(bench.items[0].id, 0, Behavior(status=429))
-    model_server.override(bench.items[5].id, 0, Behavior(status=401))
+    bench = limit_samples(arith(), 6)
+    model_server.override(bench.samples()[0].id, 0, Behavior(status=429))
+    model_server.override(bench.samples()[5].id, 0, Behavior(status=401))
     with pytest.raises(Exception, match="401"):
-        await run(bench, model_client, kafka_store, "r401", max_concurrency=1)
-    assert not any(r.degraded for r in topic_log(settings, RunKey("r401", "arith", MODEL)))
+        await run_with(bench, model_client, kafka_store, "r401", max_concurrency=1)
+    assert not any(r.degraded for r in stored_records(settings, RunKey("r401", "arith", MODEL)))
 
 
 async def test_a_stored_degraded_record_is_re_run(
     kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
 ) -> None:
-    bench = small(3)
-    model_server.override(bench.items[1].id, 0, Behavior(status=429))
-    first = await run(bench, model_client, kafka_store, "r6")
+    bench = limit_samples(arith(), 3)
+    model_server.override(bench.samples()[1].id, 0, Behavior(status=429))
+    first = await run_with(bench, model_client, kafka_store, "r6")
     assert first.summary.degraded_records == 1
     model_server.clear_overrides()
-    before = model_server.request_count(bench.items[1].id, 0)
+    before = model_server.request_count(bench.samples()[1].id, 0)
 
-    second = await run(bench, model_client, kafka_store, "r6")
+    second = await run_with(bench, model_client, kafka_store, "r6")
 
-    assert model_server.request_count(bench.items[1].id, 0) == before + 1
+    assert model_server.request_count(bench.samples()[1].id, 0) == before + 1
     assert second.skipped == 2 and second.evaluated == 1
     assert second.summary.degraded_records == 0
-
-
-async def test_a_3xx_gives_a_degraded_incorrect_outcome(
-    kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
-) -> None:
-    bench = small(2)
-    model_server.override(bench.items[0].id, 0, Behavior(status=302))
-    result = await run(bench, model_client, kafka_store, "r302")
-    record = next(r for r in result.records if r.sample_index == 0)
-    assert record.degraded and record.score.value is ScoreValue.I
-    assert record.error is not None and record.error.http_status == 302
 
 
 async def test_scorer_errors_are_classified_like_solver_errors(
@@ -265,11 +212,13 @@ async def test_scorer_errors_are_classified_like_solver_errors(
     def raising(target: str | None, text: str) -> Scored:
         raise ValueError("scorer could not parse")
 
-    full = small(2)
-    bench = StaticBenchmark("arith", full.items, raising, full.system_prompt)
+    full = arith()
+    bench = StaticBenchmark("arith", full.items[:2], raising, full.system_prompt)
     with pytest.raises(SolverError, match="scorer failed on arith-0000 epoch 0"):
-        await run(bench, model_client, kafka_store, "r-scorer", max_concurrency=1)
-    result = await run(bench, model_client, kafka_store, "r-scorer", degrade_solver_errors=True)
+        await run_with(bench, model_client, kafka_store, "r-scorer", max_concurrency=1)
+    result = await run_with(
+        bench, model_client, kafka_store, "r-scorer", degrade_solver_errors=True
+    )
     assert all(r.degraded and r.score.value is ScoreValue.S for r in result.records)
     assert {r.error.kind for r in result.records if r.error} == {"scorer_error"}
 
@@ -277,8 +226,8 @@ async def test_scorer_errors_are_classified_like_solver_errors(
 async def test_every_model_call_of_a_sample_is_listed_once_in_call_order(
     kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
 ) -> None:
-    bench = small(1)
-    sample_id = bench.items[0].id
+    bench = limit_samples(arith(), 1)
+    sample_id = bench.samples()[0].id
     model_server.override(
         sample_id,
         0,
@@ -302,11 +251,11 @@ async def test_every_model_call_of_a_sample_is_listed_once_in_call_order(
 async def test_generation_time_is_the_final_attempt_s(
     kafka_store: KafkaResultStore, model_server: ModelServer
 ) -> None:
-    bench = small(1)
-    model_server.override(bench.items[0].id, 0, Behavior(status=500), Behavior(delay_s=0.05))
+    bench = limit_samples(arith(), 1)
+    model_server.override(bench.samples()[0].id, 0, Behavior(status=500), Behavior(delay_s=0.05))
     async with ModelClient(model_server.base_url, max_retries=1, backoff_initial=1.0) as client:
         started = time.perf_counter()
-        result = await run(bench, client, kafka_store, "r-time")
+        result = await run_with(bench, client, kafka_store, "r-time")
         wall_ms = (time.perf_counter() - started) * 1000
     (record,) = result.records
     assert not record.degraded and record.generation_time_ms is not None
@@ -317,14 +266,14 @@ async def test_generation_time_is_the_final_attempt_s(
 async def test_reasoning_details_citations_response_items_and_trajectory_are_kept(
     kafka_store: KafkaResultStore, model_client: ModelClient, model_server: ModelServer
 ) -> None:
-    bench = small(1)
+    bench = limit_samples(arith(), 1)
     annotations = [{"type": "url_citation", "url_citation": {"url": "https://example.org"}}]
     model_server.override(
-        bench.items[0].id,
+        bench.samples()[0].id,
         0,
         Behavior(reasoning="add them", message_extra={"annotations": annotations}),
     )
-    (record,) = (await run(bench, model_client, kafka_store, "r-rich")).records
+    (record,) = (await run_with(bench, model_client, kafka_store, "r-rich")).records
     assistant = record.messages[-1]
     assert json.loads(assistant.reasoning_details or "") == [
         {"type": "reasoning.text", "text": "add them"}
@@ -340,7 +289,7 @@ async def test_solver_errors_degrade_only_when_asked(kafka_store: KafkaResultSto
     async def broken(benchmark: Benchmark, sample: Sample) -> Completion:
         raise RuntimeError(f"tool crashed on {sample.id}")
 
-    bench = small(2)
+    bench = limit_samples(arith(), 2)
     with pytest.raises(SolverError, match="tool crashed"):
         await run_benchmark(bench, MODEL, run_id="r7", solver=broken, store=kafka_store)
     result = await run_benchmark(
@@ -356,10 +305,10 @@ async def test_a_slow_sample_does_not_block_other_writes(
     model_client: ModelClient,
     model_server: ModelServer,
 ) -> None:
-    bench = small(8)
-    model_server.override(bench.items[0].id, 0, Behavior(delay_s=1.5))
-    await run(bench, model_client, kafka_store, "r8", max_concurrency=4)
-    stored = [r for r in topic_log(settings, RunKey("r8", "arith", MODEL)) if not r.degraded]
+    bench = limit_samples(arith(), 8)
+    model_server.override(bench.samples()[0].id, 0, Behavior(delay_s=1.5))
+    await run_with(bench, model_client, kafka_store, "r8", max_concurrency=4)
+    stored = [r for r in stored_records(settings, RunKey("r8", "arith", MODEL)) if not r.degraded]
     assert stored[-1].sample_index == 0, "the slow first sample should be written last"
     assert len(stored) >= 7
 
@@ -373,8 +322,8 @@ async def test_a_failing_resume_read_still_evaluates_everything(
 
     store = UnreadableStore(KafkaConnection(settings))
     try:
-        await run(small(3), model_client, store, "r9")
-        result = await run(small(3), model_client, store, "r9")
+        await run_with(limit_samples(arith(), 3), model_client, store, "r9")
+        result = await run_with(limit_samples(arith(), 3), model_client, store, "r9")
     finally:
         await store.close()
     assert result.skipped == 0 and result.evaluated == 3
@@ -405,9 +354,9 @@ async def test_a_write_that_fails_twice_then_succeeds(
     settings: Settings, kafka_store: KafkaResultStore, model_client: ModelClient
 ) -> None:
     flaky = FlakyStore(kafka_store, failures=2)
-    result = await run(small(1), model_client, flaky, "r10")
+    result = await run_with(limit_samples(arith(), 1), model_client, flaky, "r10")
     assert flaky.attempts == 3
-    assert [r.sample_index for r in topic_log(settings, RunKey("r10", "arith", MODEL))] == [0]
+    assert [r.sample_index for r in stored_records(settings, RunKey("r10", "arith", MODEL))] == [0]
     assert result.summary.records == 1
 
 
@@ -416,7 +365,7 @@ async def test_a_write_that_always_fails_rejects_the_run_after_4_attempts(
 ) -> None:
     flaky = FlakyStore(kafka_store, failures=10**6)
     with pytest.raises(PersistenceError, match="after 4 attempt"):
-        await run(small(1), model_client, flaky, "r11")
+        await run_with(limit_samples(arith(), 1), model_client, flaky, "r11")
     assert flaky.attempts == 4
 
 
@@ -431,7 +380,7 @@ async def test_a_record_larger_than_the_broker_accepts_fails_clearly(
     )
     try:
         with pytest.raises(PersistenceError, match="larger than the broker accepts"):
-            await run(huge, model_client, store, "r12")
+            await run_with(huge, model_client, store, "r12")
     finally:
         await store.close()
 
@@ -439,23 +388,23 @@ async def test_a_record_larger_than_the_broker_accepts_fails_clearly(
 async def test_every_request_carries_its_own_x_bench(
     model_client: ModelClient, model_server: ModelServer
 ) -> None:
-    bench = small(10)
-    await run(bench, model_client, NoopResultStore(), "r13", epochs=3, max_concurrency=8)
+    bench = limit_samples(arith(), 10)
+    await run_with(bench, model_client, NoopResultStore(), "r13", epochs=3, max_concurrency=8)
     stamps = [r.body["x_bench"] for r in model_server.requests]
     assert {(s["sample_id"], s["sample_epoch"]) for s in stamps} == {
-        (sample.id, epoch) for sample in bench.items for epoch in range(3)
+        (sample.id, epoch) for sample in bench.samples() for epoch in range(3)
     }
     for request in model_server.requests:
         prompt = request.body["messages"][-1]["content"]
-        sample = next(s for s in bench.items if s.id == request.sample_id)
+        sample = next(s for s in bench.samples() if s.id == request.sample_id)
         assert prompt == sample.input
 
 
 async def test_resume_reads_only_the_run_keys_partition(
     settings: Settings, kafka_store: KafkaResultStore, model_client: ModelClient
 ) -> None:
-    await run(small(4), model_client, kafka_store, "mine")
-    await run(small(4), model_client, kafka_store, "other")
+    await run_with(limit_samples(arith(), 4), model_client, kafka_store, "mine")
+    await run_with(limit_samples(arith(), 4), model_client, kafka_store, "other")
     records, undecodable, _ = read_run_records(
         KafkaConnection(settings), RunKey("mine", "arith", MODEL)
     )
@@ -470,8 +419,8 @@ async def test_the_store_counts_undecodable_latest_values(
     run_key = RunKey("half-readable", "arith", MODEL)
     await kafka_store.write(make_record(0, 0, run_key=run_key))
     await kafka_store.write(make_record(1, 0, run_key=run_key))
-    partition = partition_for(run_key, settings.partitions)
-    produce_raw(settings, [(encode_key(run_key, 1, 0), b"\x00garbage", partition)])
+    garbage = (encode_key(run_key, 1, 0), b"\x00garbage", run_partition(settings, run_key))
+    assert produce_raw(settings, [garbage]) == []
     loaded = await kafka_store.load(run_key)
     assert [(r.sample_index, r.epoch) for r in loaded.records] == [(0, 0)]
     assert loaded.undecodable == 1
@@ -488,7 +437,7 @@ async def test_structured_prompt_parts_are_kept_as_json_text(
 
     full = arith()
     bench = Multimodal("arith", full.items[:1], full.scorer)
-    result = await run(bench, model_client, kafka_store, "parts")
+    result = await run_with(bench, model_client, kafka_store, "parts")
     prompt = result.records[0].messages[0]
     assert prompt.content is None
     assert prompt.content_parts is not None and "What is" in prompt.content_parts

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from resultlog.errors import BrokerError
 from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
+from tests.support.cli import cli_argv
 
 
 def test_up_twice_down_and_up_again_keeps_topics(kafka_dir: Path) -> None:
@@ -54,7 +54,7 @@ def test_port_taken_is_a_clear_error(kafka_dir: Path) -> None:
 def test_missing_java_is_a_one_line_error(kafka_dir: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(tmp_path)}  # an empty PATH: no java, no mvn
     done = subprocess.run(
-        [sys.executable, "-m", "resultlog.cli", "kafka", "up", "--dir", str(kafka_dir)],
+        cli_argv("kafka", "up", "--dir", str(kafka_dir)),
         env=env,
         capture_output=True,
         text=True,

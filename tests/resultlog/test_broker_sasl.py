@@ -6,7 +6,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,14 +15,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from pydantic import SecretStr
 
 from resultlog.broker import LocalKafka
-from resultlog.consumers.aggregator import Aggregator
 from resultlog.errors import BrokerError
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
+from tests.support.aggregator import held, running
+from tests.support.cli import child_env, cli_argv, run_cli
+from tests.support.waiting import wait_for
 
 USER = "worker"
 PASSWORD = f's3cr3t,]"{uuid.uuid4().hex}'
@@ -41,7 +43,7 @@ def _settings(bootstrap: str, password: str = PASSWORD, user: str = USER) -> Set
         security_protocol="SASL_PLAINTEXT",
         sasl_mechanism="SCRAM-SHA-512",
         sasl_username=user,
-        sasl_password=password,  # type: ignore[arg-type]
+        sasl_password=SecretStr(password),
         results_topic=f"{name}.results",
         summaries_topic=f"{name}.summaries",
         dlq_topic=f"{name}.dlq",
@@ -50,22 +52,13 @@ def _settings(bootstrap: str, password: str = PASSWORD, user: str = USER) -> Set
     )
 
 
-def _env(settings: Settings, password: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
-    for name, value in settings.model_dump(exclude_none=True, exclude={"sasl_password"}).items():
-        env[f"RESULTLOG_{name.upper()}"] = str(value)
-    env["RESULTLOG_SASL_PASSWORD"] = password
-    return env
-
-
 def _cli(
     settings: Settings, password: str, *args: str, verbose: bool = False
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    command = [sys.executable, "-m", "resultlog.cli", *(["-v"] if verbose else []), *args]
+    """`resultlog ARGS` logging in with `password`, and how long it took."""
+    env = child_env(settings, RESULTLOG_SASL_PASSWORD=password)
     started = time.monotonic()
-    done = subprocess.run(
-        command, env=_env(settings, password), capture_output=True, text=True, timeout=120
-    )
+    done = run_cli(env, *(["-v"] if verbose else []), *args)
     return done, time.monotonic() - started
 
 
@@ -119,12 +112,10 @@ def test_workers_and_readers_use_the_credentials(sasl_kafka: SaslKafka) -> None:
     assert json.loads(replay.stdout)["records"] == 4
     assert not _leaks(status) and not _leaks(replay)
 
-    with Aggregator(KafkaConnection(settings)) as aggregator:
-        deadline = time.monotonic() + 30
-        while (found := aggregator.lookup(RunKey("sasl", "arith", MODEL)).summary) is None:
-            assert time.monotonic() < deadline and aggregator.failure is None
-            time.sleep(0.05)
-        assert found.records == 4
+    with running(settings) as aggregator:
+        run_key = RunKey("sasl", "arith", MODEL)
+        found = wait_for(lambda: held(aggregator, run_key), "the aggregator's summary", 30)
+        assert found["records"] == 4
 
 
 def test_no_anonymous_access(sasl_kafka: SaslKafka) -> None:
@@ -199,7 +190,7 @@ def test_cli_kafka_up_with_a_sasl_user(kafka_dir: Path) -> None:
     env = {**os.environ, "WORKER_PASSWORD": PASSWORD}
     done = subprocess.run(
         [
-            *[sys.executable, "-m", "resultlog.cli", "-v", "kafka", "up", "--port", "0"],
+            *cli_argv("-v", "kafka", "up", "--port", "0"),
             *[
                 "--dir",
                 str(kafka_dir),

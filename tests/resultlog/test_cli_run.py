@@ -5,40 +5,32 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from resultlog.consumers import read_run_records
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunKey
+from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
+from tests.support.cli import cli_argv, printed_json
 
 MODEL = "offline/gpt-4o"
 EPOCHS = 2
 LIMIT = 60
 
 
-def resultlog(*args: str) -> list[str]:
-    return [sys.executable, "-m", "resultlog.cli", *args]
-
-
 def run_args(run_id: str, base_url: str | None = None) -> list[str]:
     args = ["run", "arith", "--model", MODEL, "--run-id", run_id, "--epochs", str(EPOCHS)]
     args += ["--limit", str(LIMIT), "--concurrency", "4", "--json"]
-    return resultlog(*args, *(["--base-url", base_url] if base_url else []))
+    return cli_argv(*args, *(["--base-url", base_url] if base_url else []))
 
 
-def durable(settings: Settings, run_id: str) -> list:  # type: ignore[type-arg]
+def durable(settings: Settings, run_id: str) -> list[SampleResult]:
     return read_run_records(KafkaConnection(settings), RunKey(run_id, "arith", MODEL)).records
-
-
-def summary_of(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def comparable(summary: dict[str, object]) -> dict[str, object]:
@@ -47,10 +39,10 @@ def comparable(summary: dict[str, object]) -> dict[str, object]:
 
 
 @pytest.fixture
-def model_server_process(tmp_path: Path, cli_env: dict[str, str]):  # type: ignore[no-untyped-def]
+def model_server_process(tmp_path: Path, cli_env: dict[str, str]) -> Iterator[tuple[str, Path]]:
     """The offline model server as its own process, logging every request to a file."""
     port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
-    command = resultlog("model-server", "--port-file", str(port_file))
+    command = cli_argv("model-server", "--port-file", str(port_file))
     # Slow enough that the worker is still running when the test kills it.
     command += ["--request-log", str(log), "--latency-ms", "50"]
     server = subprocess.Popen(command, env=cli_env, stdout=subprocess.DEVNULL)
@@ -102,10 +94,10 @@ def test_sigkilled_worker_resumes_without_paying_twice(
         (i, e): 1 for i in range(LIMIT) for e in range(EPOCHS)
     }
     assert not durable_before & asked_again, "a durable pair was requested from the model again"
-    assert comparable(summary_of(resumed)) == comparable(summary_of(fresh))
+    assert comparable(printed_json(resumed)) == comparable(printed_json(fresh))
 
     status = subprocess.run(
-        resultlog(
+        cli_argv(
             *["status", "--run-id", "crash", "--benchmark", "arith", "--json", "--model"], MODEL
         ),
         env=cli_env,
@@ -118,15 +110,15 @@ def test_sigkilled_worker_resumes_without_paying_twice(
     assert view["degraded"] == degraded
 
     replayed = subprocess.run(
-        resultlog(
+        cli_argv(
             *["replay", "--run-id", "crash", "--benchmark", "arith", "--json", "--model"], MODEL
         ),
         env=cli_env,
         capture_output=True,
         text=True,
     )
-    worker_summary = summary_of(resumed)
-    replay_summary = summary_of(replayed)
+    worker_summary = printed_json(resumed)
+    replay_summary = printed_json(replayed)
     assert {k: v for k, v in replay_summary.items() if k != "as_of"} == {
         k: v for k, v in worker_summary.items() if k != "as_of"
     }
@@ -138,13 +130,13 @@ def test_run_is_deterministic_and_resumes_with_the_embedded_server(
     first = subprocess.run(run_args("embedded"), env=cli_env, capture_output=True, text=True)
     again = subprocess.run(run_args("embedded"), env=cli_env, capture_output=True, text=True)
     other = subprocess.run(run_args("embedded-2"), env=cli_env, capture_output=True, text=True)
-    summary = summary_of(first)
+    summary = printed_json(first)
     assert summary["records"] == summary["expected_records"] == LIMIT * EPOCHS
-    assert 0 < summary["degraded_records"] < 10  # type: ignore[operator]
-    assert {k: v for k, v in summary_of(again).items() if k != "as_of"} == {
+    assert 0 < summary["degraded_records"] < 10
+    assert {k: v for k, v in printed_json(again).items() if k != "as_of"} == {
         k: v for k, v in summary.items() if k != "as_of"
     }
-    assert comparable(summary_of(other)) == comparable(summary)
+    assert comparable(printed_json(other)) == comparable(summary)
 
 
 @pytest.mark.parametrize(
@@ -160,7 +152,7 @@ def test_run_is_deterministic_and_resumes_with_the_embedded_server(
 def test_bad_arguments_give_one_line_errors(
     args: list[str], message: str, cli_env: dict[str, str]
 ) -> None:
-    done = subprocess.run(resultlog(*args), env=cli_env, capture_output=True, text=True)
+    done = subprocess.run(cli_argv(*args), env=cli_env, capture_output=True, text=True)
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("resultlog: error:"), done.stderr
@@ -173,7 +165,7 @@ def test_bad_jsonl_line_is_named_and_nothing_is_written(
     bench = tmp_path / "qa.jsonl"
     bench.write_text('{"id": "a", "input": "What is 1 + 1?", "target": "2"}\n{"id": "b", oops\n')
     done = subprocess.run(
-        resultlog("run", str(bench), "--model", "m", "--run-id", "bad"),
+        cli_argv("run", str(bench), "--model", "m", "--run-id", "bad"),
         env=cli_env,
         capture_output=True,
         text=True,
@@ -188,7 +180,7 @@ def test_bad_jsonl_line_is_named_and_nothing_is_written(
 def test_unreachable_broker_is_a_clear_error(cli_env: dict[str, str]) -> None:
     env = {**cli_env, "RESULTLOG_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
     done = subprocess.run(
-        resultlog("run", "arith", "--model", "m", "--run-id", "r", "--limit", "1"),
+        cli_argv("run", "arith", "--model", "m", "--run-id", "r", "--limit", "1"),
         env=env,
         capture_output=True,
         text=True,
@@ -205,7 +197,7 @@ def test_a_jsonl_file_whose_name_cannot_be_a_run_key_part_is_refused(
     bench = tmp_path / "bad\x07name.jsonl"
     bench.write_text('{"id": "a", "input": "What is 1 + 1?", "target": "2"}\n')
     done = subprocess.run(
-        resultlog("run", str(bench), "--model", "m", "--run-id", "r"),
+        cli_argv("run", str(bench), "--model", "m", "--run-id", "r"),
         env=cli_env,
         capture_output=True,
         text=True,

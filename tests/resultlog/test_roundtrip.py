@@ -1,43 +1,28 @@
-"""A produce/consume round trip with an idempotent acks=all producer."""
+"""A produce/read round trip through the durable (idempotent, acks=all) producer."""
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import KafkaError, Message
 
+from resultlog.kafka import KafkaConnection, produce
 from resultlog.settings import Settings
+from tests.support.kafka import read_partition
 
 
-def test_idempotent_producer_round_trip(settings: Settings, unique_name: str) -> None:
-    producer = Producer({**settings.client_config(), "enable.idempotence": True, "acks": "all"})
-    reports: list[tuple[KafkaError | None, Message]] = []
+def test_durable_producer_round_trip(settings: Settings, kafka: KafkaConnection) -> None:
+    producer = kafka.durable_producer()
+    reports: list[KafkaError | None] = []
+
+    def delivered(error: KafkaError | None, _message: Message) -> None:
+        reports.append(error)
+
     sent = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(50)]
     for key, value in sent:
-        producer.produce(
-            settings.results_topic,
-            key=key,
-            value=value,
-            partition=1,
-            on_delivery=lambda err, msg: reports.append((err, msg)),
-        )
+        produce(producer, kafka.results_topic, key, value, partition=1, on_delivery=delivered)
     assert producer.flush(30) == 0
-    assert [err for err, _ in reports] == [None] * 50
+    assert reports == [None] * 50
 
-    consumer = Consumer(
-        {
-            **settings.client_config(),
-            "group.id": unique_name,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([settings.results_topic])
-    received: list[tuple[bytes, bytes]] = []
-    for _ in range(100):
-        if len(received) == len(sent):
-            break
-        for message in consumer.consume(num_messages=100, timeout=1.0):
-            assert message.error() is None
-            assert message.partition() == 1
-            received.append((message.key(), message.value()))
-    consumer.close()
-    assert received == sent
+    received = read_partition(settings, kafka.results_topic, 1)
+    assert [(m.key, m.value) for m in received] == sent
+    assert [m.offset for m in received] == list(range(50))  # each once, in order
+    assert all(not read_partition(settings, kafka.results_topic, p) for p in (0, 2))

@@ -7,9 +7,6 @@ a smaller `--limit`, and over different `--range`s.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from typing import Any
 
 import httpx
@@ -18,23 +15,17 @@ import pytest
 from resultlog.producer.offline import is_expected_degraded
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.consumers.support import bare, path, running, serving, wait_for
+from tests.support.aggregator import path, running, serving
+from tests.support.cli import printed_json, run_cli
+from tests.support.summaries import bare
+from tests.support.waiting import wait_for
 
 MODEL = "offline/shape"
 
 
 def resultlog(env: dict[str, str], *args: str) -> dict[str, Any]:
     """Run `resultlog ARGS --json` and return the JSON it printed."""
-    done = subprocess.run(
-        [sys.executable, "-m", "resultlog.cli", *args, "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return printed_json(run_cli(env, *args, "--json"))
 
 
 def run(env: dict[str, str], run_id: str, *options: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 from pydantic import ValidationError
@@ -29,8 +30,10 @@ def test_env_prefix_and_librdkafka_mapping(monkeypatch: pytest.MonkeyPatch) -> N
     }
 
 
-def test_defaults_follow_design() -> None:
-    settings = Settings(_env_file=None)
+def test_defaults_follow_design(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in os.environ if n.startswith("RESULTLOG_")]:
+        monkeypatch.delenv(name)
+    settings = Settings()
     assert settings.topic_names() == (
         "resultlog.sample-results",
         "resultlog.run-summaries",
@@ -58,6 +61,6 @@ def test_secrets_never_in_repr_str_dump_or_logs(
 def test_frozen_and_validated() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):
-        settings.partitions = 3  # type: ignore[misc]
+        settings.partitions = 3
     with pytest.raises(ValidationError, match="partitions"):
         Settings(partitions=0)

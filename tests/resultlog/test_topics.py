@@ -17,17 +17,18 @@ def _config(admin: AdminClient, topic: str) -> dict[str, str]:
     return {name: entry.value for name, entry in entries.items()}
 
 
-def _kafka(kafka_bootstrap: str, unique_name: str, **overrides: object) -> KafkaConnection:
-    return KafkaConnection(_settings(kafka_bootstrap, unique_name, **overrides))
+def _kafka(kafka_bootstrap: str, unique_name: str, partitions: int) -> KafkaConnection:
+    return KafkaConnection(_settings(kafka_bootstrap, unique_name, partitions))
 
 
-def _settings(kafka_bootstrap: str, unique_name: str, **overrides: object) -> Settings:
+def _settings(kafka_bootstrap: str, unique_name: str, partitions: int) -> Settings:
+    """Settings of topics not created yet."""
     return Settings(
         bootstrap_servers=kafka_bootstrap,
         results_topic=f"{unique_name}.results",
         summaries_topic=f"{unique_name}.summaries",
         dlq_topic=f"{unique_name}.dlq",
-        **overrides,
+        partitions=partitions,
     )
 
 

@@ -2,58 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 from resultlog.schemas import (
     Codec,
-    Message,
     RecordError,
     RunSummary,
     SampleResult,
     Score,
     ScoreValue,
-    Usage,
 )
-from tests.schemas.apicurio import ApicurioRegistry, start_apicurio
-
-RecordFactory = Callable[..., SampleResult]
-
-
-def record_fields(**overrides: Any) -> dict[str, Any]:
-    """Keyword arguments of a valid completed SampleResult, with overrides."""
-    fields: dict[str, Any] = {
-        "run_id": "run-1",
-        "chunk_id": "run-1-chunk-0",
-        "chunk_index": 0,
-        "benchmark_id": "arith",
-        "model": "openai/gpt-4o",
-        "sample_id": "arith-0007",
-        "sample_index": 7,
-        "epoch": 1,
-        "epochs": 2,
-        "dataset_size": 1000,
-        "status": "completed",
-        "score": Score(
-            value=ScoreValue.C, answer="42", explanation="exact", metrics={"reward": 1.0}
-        ),
-        "messages": (
-            Message(role="user", content="What is 17 + 25?"),
-            Message(role="assistant", content="42", model="openai/gpt-4o"),
-        ),
-        "generation_ids": ("gen-1",),
-        "metadata": '{"difficulty": "easy"}',
-        "input": "What is 17 + 25?",
-        "target": "42",
-        "usage": Usage(input_tokens=12, output_tokens=3, total_tokens=15, total_cost=0.0001),
-        "generation_time_ms": 830,
-        "created_at": datetime(2026, 11, 29, 7, 30, 12, 345000, tzinfo=UTC),
-    }
-    fields.update(overrides)
-    return fields
+from tests.support.apicurio import ApicurioRegistry, start_apicurio
+from tests.support.records import RecordFactory, record_fields
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from resultlog.schemas import (
     shipped_catalog,
 )
 from resultlog.schemas._catalog import RUN_SUMMARY, SAMPLE_RESULT
-from tests.schemas.conftest import RecordFactory
-from tests.schemas.strategies import run_summaries, sample_results
+from tests.support.records import RecordFactory
+from tests.support.strategies import run_summaries, sample_results
 
 TOPIC = "resultlog.sample-results"
 _EMPTY = 0xC15D213AA4D7A795

@@ -25,9 +25,8 @@ from resultlog.schemas import (
     shipped_catalog,
 )
 from resultlog.schemas._catalog import MODEL_VERSIONS, RUN_SUMMARY, SAMPLE_RESULT, load_file
-from tests.schemas.conftest import RecordFactory
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.support.records import RecordFactory
+from tests.support.schemas import fixture_v3
 
 # Released schemas never change. A failure here means a released .avsc was edited: revert it
 # and add a new version file instead. Only add lines; never edit one.
@@ -55,11 +54,6 @@ def _content_hash(version: SchemaVersion) -> str:
     """sha256 of the full definition (defaults and docs included), whitespace-insensitive."""
     text = json.dumps(version.definition, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def fixture_v3() -> SchemaVersion:
-    """An unreleased SampleResult v3 kept as a test fixture: fields added with defaults."""
-    return load_file(FIXTURES / "sample_result.v3.avsc")
 
 
 def evolution_catalog() -> SchemaCatalog:

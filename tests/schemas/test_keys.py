@@ -20,7 +20,7 @@ from resultlog.schemas import (
     partition_for,
     run_key_prefix,
 )
-from tests.schemas.strategies import MAX_LONG, run_keys
+from tests.support.strategies import MAX_LONG, run_keys
 
 KEY = RunKey("run-1", "arith", "openai/gpt-4o")
 

@@ -21,7 +21,7 @@ from resultlog.schemas import (
     Worker,
     encode_key,
 )
-from tests.schemas.conftest import RecordFactory, record_fields
+from tests.support.records import RecordFactory, record_fields
 
 
 def _refusal(**overrides: object) -> str:

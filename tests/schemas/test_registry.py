@@ -25,9 +25,9 @@ from resultlog.schemas import (
 )
 from resultlog.schemas._catalog import MODEL_VERSIONS, SAMPLE_RESULT, build_version
 from resultlog.schemas._registry import Registry
-from tests.schemas.apicurio import ApicurioRegistry
-from tests.schemas.conftest import RecordFactory
-from tests.schemas.test_evolution import fixture_v3
+from tests.support.apicurio import ApicurioRegistry
+from tests.support.records import RecordFactory
+from tests.support.schemas import fixture_v3
 
 ClientFactory = Callable[[], SchemaRegistryClient]
 _topics = count()

@@ -1,14 +1,13 @@
-"""Builders of valid records for tests (not fixtures: plain functions)."""
+"""Builders of valid records: the fold's compact `make_record` and the contract's full fields."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import SecretStr
-
 from resultlog.schemas import (
+    Message,
     RecordError,
     RecordStatus,
     RunKey,
@@ -17,9 +16,9 @@ from resultlog.schemas import (
     ScoreValue,
     Usage,
 )
-from resultlog.settings import Settings
 
 RUN_KEY = RunKey("run-1", "arith", "openai/gpt-4o")
+RecordFactory = Callable[..., SampleResult]
 _EPOCH0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -77,12 +76,34 @@ def make_record(
     return SampleResult(**fields)
 
 
-def cli_env_for(settings: Settings, **extra: str) -> dict[str, str]:
-    """The environment of a `resultlog` child process using these settings (secrets too)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
-    for name, value in settings.model_dump(exclude_none=True).items():
-        text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
-        env[f"RESULTLOG_{name.upper()}"] = text
-    # Degraded pairs retry quickly: the model client's backoff is not under test here.
-    env["RESULTLOG_MODEL_RETRY_BACKOFF_S"] = "0.01"
-    return {**env, **extra}
+def record_fields(**overrides: Any) -> dict[str, Any]:
+    """Keyword arguments of a valid completed SampleResult with every kind of field, overridden."""
+    fields: dict[str, Any] = {
+        "run_id": "run-1",
+        "chunk_id": "run-1-chunk-0",
+        "chunk_index": 0,
+        "benchmark_id": "arith",
+        "model": "openai/gpt-4o",
+        "sample_id": "arith-0007",
+        "sample_index": 7,
+        "epoch": 1,
+        "epochs": 2,
+        "dataset_size": 1000,
+        "status": "completed",
+        "score": Score(
+            value=ScoreValue.C, answer="42", explanation="exact", metrics={"reward": 1.0}
+        ),
+        "messages": (
+            Message(role="user", content="What is 17 + 25?"),
+            Message(role="assistant", content="42", model="openai/gpt-4o"),
+        ),
+        "generation_ids": ("gen-1",),
+        "metadata": '{"difficulty": "easy"}',
+        "input": "What is 17 + 25?",
+        "target": "42",
+        "usage": Usage(input_tokens=12, output_tokens=3, total_tokens=15, total_cost=0.0001),
+        "generation_time_ms": 830,
+        "created_at": datetime(2026, 11, 29, 7, 30, 12, 345000, tzinfo=UTC),
+    }
+    fields.update(overrides)
+    return fields

@@ -1,0 +1,63 @@
+"""A running aggregator on a test's topics, its HTTP API, and what it serves."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+
+import httpx
+
+from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, encode_run_key
+from resultlog.settings import Settings
+from tests.support.summaries import Summary, bare
+from tests.support.waiting import wait_for
+
+
+@contextlib.contextmanager
+def running(settings: Settings, group_id: str | None = None) -> Iterator[Aggregator]:
+    """A running aggregator (default group: the settings'), publishing every 50 ms."""
+    kafka = KafkaConnection(settings)
+    with Aggregator(kafka, group_id=group_id, publish_interval_s=0.05) as aggregator:
+        yield aggregator
+    assert aggregator.failure is None, aggregator.failure
+
+
+@contextlib.contextmanager
+def serving(aggregator: Aggregator) -> Iterator[str]:
+    """The aggregator's HTTP API on a free port, once every partition is caught up."""
+    server = HttpServer(create_app(aggregator), "127.0.0.1", 0)
+    server.start_in_thread()
+    try:
+        health = aggregator.health
+        wait_for(lambda: health().ready, f"readiness (failure {aggregator.failure!r})")
+        yield server.url
+    finally:
+        server.close()
+
+
+@contextlib.contextmanager
+def serving_aggregator(settings: Settings) -> Iterator[tuple[Aggregator, str]]:
+    """An aggregator in a group of its own and its HTTP API, once caught up."""
+    group = f"{settings.aggregator_group}.{uuid.uuid4().hex[:8]}"
+    with running(settings, group) as aggregator, serving(aggregator) as url:
+        yield aggregator, url
+
+
+def path(run_key: RunKey) -> str:
+    """The HTTP path of a run: each segment percent-encoded as in keys."""
+    return "/runs/" + encode_run_key(run_key).decode()
+
+
+def served(base_url: str, run_key: RunKey) -> Summary | None:
+    """The run's summary over HTTP without as_of, or None until it is there."""
+    response = httpx.get(base_url + path(run_key), timeout=5)
+    return bare(response.json()) if response.status_code == 200 else None
+
+
+def held(aggregator: Aggregator, run_key: RunKey) -> Summary | None:
+    """The aggregator's summary of the run without as_of, or None while it has none."""
+    summary = aggregator.lookup(run_key).summary
+    return None if summary is None else bare(summary)
