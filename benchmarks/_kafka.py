@@ -26,7 +26,10 @@ from resultlog.schemas import Message as ChatMessage
 from resultlog.schemas import RecordStatus, RunKey, SampleResult, Score, ScoreValue, Usage
 from resultlog.settings import Settings
 
-__all__ = ["bootstrap_servers", "connection", "produce", "read_to_end", "record"]
+__all__ = ["ClientConfig", "bootstrap_servers", "connection", "produce", "read_to_end", "record"]
+
+# What confluent-kafka's clients take as configuration.
+ClientConfig = dict[str, str | int | float | bool]
 
 _MODEL = "openai/gpt-4o"
 _FILL_WAIT_S = 300.0
@@ -59,9 +62,7 @@ def produce(producer: Producer, topic: str, key: bytes, value: bytes, partition:
     produce_with_backpressure(producer, topic, key, value, partition=partition, wait_s=_FILL_WAIT_S)
 
 
-def read_to_end(
-    config: dict[str, object], topic: str, partitions: Iterable[int]
-) -> Iterator[Message]:
+def read_to_end(config: ClientConfig, topic: str, partitions: Iterable[int]) -> Iterator[Message]:
     """Every message of the partitions up to their current end (fetch settings as ours)."""
     consumer = Consumer(
         {

@@ -19,7 +19,14 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from fastavro import schemaless_reader
 
-from benchmarks._kafka import bootstrap_servers, connection, produce, read_to_end, record
+from benchmarks._kafka import (
+    ClientConfig,
+    bootstrap_servers,
+    connection,
+    produce,
+    read_to_end,
+    record,
+)
 from resultlog.consumers import replay_all
 from resultlog.schemas import Codec, RunKey, encode_key, partition_for, shipped_catalog
 
@@ -28,7 +35,7 @@ SAMPLES_PER_RUN = 1000
 EPOCHS = 2
 
 
-def fill(config: dict[str, object], topic: str, records: int) -> float:
+def fill(config: ClientConfig, topic: str, records: int) -> float:
     """Write `records` valid records (distinct runs of 1000 samples x 2 epochs); return seconds."""
     codec = Codec()
     producer = Producer({**config, "linger.ms": 20, "compression.type": "zstd"})
@@ -50,12 +57,14 @@ def fill(config: dict[str, object], topic: str, records: int) -> float:
     return time.perf_counter() - started
 
 
-def raw_consume_and_decode(config: dict[str, object], topic: str) -> int:
+def raw_consume_and_decode(config: ClientConfig, topic: str) -> int:
     """Consume every partition to its end and fastavro-decode each value; return the count."""
     schema = shipped_catalog().current("resultlog.SampleResult").parsed
     count = 0
     for message in read_to_end(config, topic, range(PARTITIONS)):
-        schemaless_reader(io.BytesIO(message.value()[10:]), schema, schema)  # type: ignore[index]
+        value = message.value()
+        assert value is not None, "the benchmark writes no tombstones"
+        schemaless_reader(io.BytesIO(value[10:]), schema, schema)
         count += 1
     return count
 
@@ -70,7 +79,7 @@ def main() -> int:
 
 
 def run(bootstrap: str, records: int) -> None:
-    config: dict[str, object] = {"bootstrap.servers": bootstrap}
+    config: ClientConfig = {"bootstrap.servers": bootstrap}
     topic = f"bench-replay-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(config)
     new = NewTopic(topic, PARTITIONS, 1, config={"cleanup.policy": "compact"})

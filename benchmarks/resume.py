@@ -20,7 +20,14 @@ from collections.abc import Callable
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks._kafka import bootstrap_servers, connection, produce, read_to_end, record
+from benchmarks._kafka import (
+    ClientConfig,
+    bootstrap_servers,
+    connection,
+    produce,
+    read_to_end,
+    record,
+)
 from resultlog.consumers import resume_state
 from resultlog.schemas import (
     Codec,
@@ -57,7 +64,7 @@ def produce_run(
     producer.flush(120)
 
 
-def raw_read(config: dict[str, object], topic: str, partition: int) -> int:
+def raw_read(config: ClientConfig, topic: str, partition: int) -> int:
     """Consume one partition to its end without decoding; return the message count."""
     return sum(1 for _ in read_to_end(config, topic, [partition]))
 
@@ -73,7 +80,7 @@ def timed(action: Callable[[], object], repeats: int = 3) -> float:
 
 
 def measure(bootstrap: str, topic: str, run_key: RunKey, epochs: int) -> tuple[float, float, int]:
-    config: dict[str, object] = {"bootstrap.servers": bootstrap}
+    config: ClientConfig = {"bootstrap.servers": bootstrap}
     kafka = connection(bootstrap, topic, PARTITIONS)
     state = resume_state(kafka, run_key, epochs)
     ours = timed(lambda: resume_state(kafka, run_key, epochs))
@@ -96,7 +103,7 @@ def main() -> int:
 
 
 def run(bootstrap: str, samples: int, epochs: int, others: int) -> None:
-    config: dict[str, object] = {"bootstrap.servers": bootstrap}
+    config: ClientConfig = {"bootstrap.servers": bootstrap}
     topic = f"bench-resume-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(config)
     admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"cleanup.policy": "compact"})])[

@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -18,6 +19,9 @@ from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
 from tests.support.cli import child_env
 from tests.support.kafka import topic_settings
+
+if TYPE_CHECKING:
+    from testcontainers.core.container import DockerContainer
 
 KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
 
@@ -32,7 +36,7 @@ def _docker_answers() -> bool:
     return True
 
 
-def _kafka_container() -> tuple[str, object]:
+def _kafka_container() -> tuple[str, DockerContainer]:
     """Start the official apache/kafka image (KRaft) with its listener on a host port."""
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.waiting_utils import wait_for_logs
@@ -69,7 +73,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if _docker_answers():
         bootstrap, container = _kafka_container()
         yield bootstrap
-        container.stop()  # type: ignore[attr-defined]
+        container.stop()
         return
     kafka = LocalKafka(tmp_path_factory.mktemp("kafka"))
     bootstrap = kafka.up(port=0)

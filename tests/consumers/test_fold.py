@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from fractions import Fraction
 
 import pytest
@@ -128,8 +129,8 @@ _records = st.builds(
 )
 
 
-def _latest_per_key(records: list) -> list:  # type: ignore[type-arg]
-    latest = {}
+def _latest_per_key(records: list[SampleResult]) -> list[SampleResult]:
+    latest: dict[tuple[int, int], SampleResult] = {}
     for record in records:
         latest[(record.sample_index, record.epoch)] = record
     return list(latest.values())
@@ -137,7 +138,9 @@ def _latest_per_key(records: list) -> list:  # type: ignore[type-arg]
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_records, min_size=1, max_size=40), st.randoms(use_true_random=False))
-def test_summary_is_identical_under_permutation_and_duplication(records, rnd) -> None:  # type: ignore[no-untyped-def]
+def test_summary_is_identical_under_permutation_and_duplication(
+    records: list[SampleResult], rnd: random.Random
+) -> None:
     latest = _latest_per_key(records)
     reference = fold(latest)
     shuffled = latest * 2 + rnd.sample(latest, k=len(latest))

@@ -48,7 +48,8 @@ def _described(admin: AdminClient, resource: ConfigResource) -> dict[str, Config
     deadline = time.monotonic() + 30
     while True:
         try:
-            return admin.describe_configs([resource])[resource].result()  # type: ignore[no-any-return]
+            configs: dict[str, ConfigEntry] = admin.describe_configs([resource])[resource].result()
+            return configs
         except KafkaException as exc:
             lagging = exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
             if not lagging or time.monotonic() > deadline:

@@ -34,13 +34,13 @@ def test_scope_is_reset_when_the_block_raises() -> None:
 @pytest.mark.parametrize(("sample_id", "epoch"), [("", 0), ("a", -1), ("a", True), (3, 0)])
 def test_scope_rejects_invalid_identity(sample_id: object, epoch: object) -> None:
     with pytest.raises(ValueError):
-        sample_scope(sample_id, epoch).__enter__()  # type: ignore[arg-type]
+        sample_scope(sample_id, epoch).__enter__()  # type: ignore[arg-type]  # deliberately ill-typed: the check at run time is under test
 
 
 def test_context_is_frozen() -> None:
     ctx = SampleContext("a", 0)
     with pytest.raises(AttributeError):
-        ctx.epoch = 1  # type: ignore[misc]
+        ctx.epoch = 1  # type: ignore[misc]  # deliberately: that it refuses is under test
 
 
 async def test_concurrent_tasks_never_see_each_others_sample() -> None:

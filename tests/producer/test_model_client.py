@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from resultlog.producer.context import sample_scope
 from resultlog.producer.errors import ModelError
 from resultlog.producer.model_client import ModelClient, classify_model_error
-from resultlog.producer.offline import Behavior, ModelServer, generation_id
+from resultlog.producer.offline import Behavior, Fault, ModelServer, generation_id
 from tests.support.offline import pair_with
 
 MODEL = "offline/arith"
@@ -164,9 +164,9 @@ async def test_other_4xx_fail_at_once(
     [("reset", "transport", 3), ("close", "transport", 3), ("malformed", "malformed", 1)],
 )
 async def test_broken_responses_have_no_status_and_are_fatal(
-    offline_server: ModelServer, fast_client: ModelClient, fault: str, kind: str, attempts: int
+    offline_server: ModelServer, fast_client: ModelClient, fault: Fault, kind: str, attempts: int
 ) -> None:
-    offline_server.override("broken", 0, Behavior(fault=fault))  # type: ignore[arg-type]
+    offline_server.override("broken", 0, Behavior(fault=fault))
     with pytest.raises(ModelError) as caught, sample_scope("broken", 0):
         await fast_client.complete(ask(), model=MODEL)
     assert caught.value.status is None

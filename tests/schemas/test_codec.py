@@ -96,7 +96,7 @@ def test_decode_accepts_bytearray_and_memoryview(codec: Codec, make_record: Reco
 
 def test_encode_refuses_the_wrong_model(codec: Codec, summary: RunSummary) -> None:
     with pytest.raises(TypeError, match="expected SampleResult"):
-        codec.encode_sample_result(summary)  # type: ignore[arg-type]
+        codec.encode_sample_result(summary)  # type: ignore[arg-type]  # deliberately ill-typed: the check at run time is under test
 
 
 def _decode_error(codec: Codec, raw: bytes | None) -> DecodeError:

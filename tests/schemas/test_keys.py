@@ -103,7 +103,7 @@ def test_encode_key_refuses_bad_indexes(index: int, epoch: int) -> None:
 )
 def test_run_key_parts_must_be_nonempty_utf8_strings(parts: tuple[object, ...]) -> None:
     with pytest.raises(InvalidRunKeyError):
-        RunKey(*parts)  # type: ignore[arg-type]
+        RunKey(*parts)  # type: ignore[arg-type]  # deliberately ill-typed: the check at run time is under test
 
 
 def test_run_key_is_hashable_and_ordered() -> None:

@@ -75,7 +75,7 @@ def test_sample_index_must_be_inside_the_dataset() -> None:
 
 def test_unknown_score_value_is_refused() -> None:
     with pytest.raises(ValidationError, match="value") as info:
-        Score(value="X")  # type: ignore[arg-type]
+        Score(value="X")  # type: ignore[arg-type]  # deliberately ill-typed: the check at run time is under test
     assert "'C', 'I' or 'S'" in str(info.value)
 
 
