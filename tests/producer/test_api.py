@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 from resultlog import producer
 from resultlog.producer import offline
@@ -42,14 +44,36 @@ WORKER_API = {
 }
 
 
+OFFLINE_API = {
+    # the server and how it answers
+    "ModelServer",
+    "Behavior",
+    "Fault",
+    "LoggedRequest",
+    # the outcomes it decides by hash
+    "Outcome",
+    "expected_outcome",
+    "generation_id",
+    "is_expected_degraded",
+    # `resultlog model-server`
+    "add_arguments",
+    "serve",
+}
+
+
 def test_the_package_exports_the_worker_api_and_nothing_else() -> None:
     assert set(producer.__all__) == WORKER_API
 
 
 def test_the_offline_model_exports_the_server_its_behaviours_and_the_cli_hooks() -> None:
-    assert {"ModelServer", "Behavior", "add_arguments", "serve"} <= set(offline.__all__)
-    assert not set(offline.__all__) & WORKER_API
-    assert callable(offline.add_arguments) and callable(offline.serve)
+    assert set(offline.__all__) == OFFLINE_API
+    assert not OFFLINE_API & WORKER_API
+    parser = argparse.ArgumentParser()
+    offline.add_arguments(parser)
+    options = parser.parse_args(["--port-file", "p", "--request-log", "r", "--latency-ms", "50"])
+    assert (options.port_file, options.request_log) == (Path("p"), Path("r"))
+    assert options.latency_ms == 50
+    assert (options.host, options.port) == ("127.0.0.1", 0)
 
 
 def test_importing_the_producer_loads_neither_the_offline_model_nor_h11() -> None:

@@ -113,7 +113,11 @@ def test_numeric_match(text: str, value: str, answer: str | None) -> None:
     scored = numeric_match("42", text)
     assert (scored.value, scored.answer) == (value, answer)
     assert scored.metrics == {"reward": 1.0 if value == "C" else 0.0}
-    assert scored.explanation
+    if answer is None:
+        assert scored.explanation == "no number found in the completion"
+    else:
+        verdict = "equals" if value == "C" else "differs from"
+        assert scored.explanation == f"final number {answer} {verdict} target 42"
 
 
 def test_numeric_match_handles_negatives_and_separators() -> None:

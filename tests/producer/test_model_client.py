@@ -104,7 +104,19 @@ async def test_completion_carries_text_usage_cost_and_generation_id(
     assert usage.reasoning_tokens == 0
     assert usage.cost == pytest.approx(usage.total_tokens * 1e-6)
     assert completion.raw["usage"]["prompt_tokens"] == usage.input_tokens
-    assert completion.elapsed_ms >= 0
+
+
+async def test_elapsed_time_is_the_final_attempt_s(
+    offline_server: ModelServer, fast_client: ModelClient
+) -> None:
+    slow_failure, quick_success = Behavior(status=500, delay_s=0.3), Behavior(delay_s=0.05)
+    offline_server.override("timed", 0, slow_failure, quick_success)
+    started = time.perf_counter()
+    with sample_scope("timed", 0):
+        completion = await fast_client.complete(ask(), model=MODEL)
+    wall_ms = (time.perf_counter() - started) * 1000
+    assert completion.attempts == 2 and wall_ms >= 350
+    assert 50 <= completion.elapsed_ms < 300  # the second attempt alone
 
 
 async def test_reasoning_and_tool_calls_are_parsed(

@@ -52,7 +52,7 @@ def test_serves_on_an_os_chosen_loopback_port(offline_server: ModelServer) -> No
     assert offline_server.port > 0
     assert offline_server.base_url == f"http://127.0.0.1:{offline_server.port}/v1"
     models = httpx.get(f"{offline_server.base_url}/models").json()
-    assert models["data"][0]["id"]
+    assert models["data"] == [{"id": "resultlog/offline-arith", "object": "model"}]
 
 
 def test_answers_the_arithmetic_in_the_last_user_message(offline_server: ModelServer) -> None:

@@ -2,17 +2,98 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
+import pkgutil
 import subprocess
 import sys
+from types import ModuleType
 
 from resultlog import schemas
 from resultlog.schemas import errors
 
+CONTRACT = [
+    # numbers and flags of the contract
+    "FORMAT_VERSION",
+    "MAX_COST_USD",
+    "MAX_INDEX",
+    "MAX_METRIC",
+    "MAX_MILLIS",
+    "MAX_TOKENS",
+    "SUPPORTED_FORMAT_VERSIONS",
+    "TRUSTED_JSON",
+    # records
+    "Harness",
+    "Message",
+    "RecordError",
+    "RecordStatus",
+    "SampleResult",
+    "Score",
+    "ScoreValue",
+    "ToolCall",
+    "Usage",
+    "Worker",
+    # summaries
+    "AsOf",
+    "RunSummary",
+    "SummaryUsage",
+    # keys and partitions
+    "InvalidRunKeyError",
+    "RecordId",
+    "RunKey",
+    "decode_key",
+    "decode_run_key",
+    "encode_key",
+    "encode_run_key",
+    "partition_for",
+    "run_key_prefix",
+    # the codec and its schemas
+    "Codec",
+    "SchemaCatalog",
+    "SchemaVersion",
+    "WireFormat",
+    "shipped_catalog",
+    # errors
+    "DecodeError",
+    "KeyDecodeError",
+    "OutOfRangeError",
+    "RegistryError",
+    "ResultLogError",
+    "SchemaError",
+    "UnknownFormatVersionError",
+    "UnknownSchemaError",
+]
 
-def test_public_names_resolve() -> None:
-    for name in schemas.__all__:
-        assert getattr(schemas, name) is not None, name
+
+def _top_level_names(module: ModuleType) -> set[str]:
+    """The names a module's own source defines at top level (classes, functions, assignments)."""
+    names: set[str] = set()
+    for node in ast.parse(inspect.getsource(module)).body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_the_package_exports_exactly_the_contract() -> None:
+    assert sorted(schemas.__all__) == sorted(CONTRACT)
+    assert len(set(schemas.__all__)) == len(schemas.__all__)
     assert schemas.FORMAT_VERSION == 1
+
+
+def test_every_exported_name_is_defined_in_one_module_of_the_package() -> None:
+    modules = [
+        importlib.import_module(f"{schemas.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(schemas.__path__)
+    ]
+    for name in schemas.__all__:
+        defining = [m for m in modules if name in _top_level_names(m)]
+        assert len(defining) == 1, (name, [m.__name__ for m in defining])
+        assert getattr(schemas, name) is getattr(defining[0], name), name
 
 
 def test_error_hierarchy() -> None:

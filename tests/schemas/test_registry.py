@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -23,7 +24,7 @@ from resultlog.schemas import (
     WireFormat,
     shipped_catalog,
 )
-from resultlog.schemas._catalog import MODEL_VERSIONS, SAMPLE_RESULT, build_version
+from resultlog.schemas._catalog import MODEL_VERSIONS, RUN_SUMMARY, SAMPLE_RESULT, build_version
 from resultlog.schemas._registry import Registry
 from tests.support.apicurio import ApicurioRegistry
 from tests.support.records import RecordFactory
@@ -99,7 +100,10 @@ def test_summaries_use_their_own_subject(
 ) -> None:
     codec = Codec(registry_client=new_client())
     raw = codec.encode_run_summary(summary, topic)
-    assert new_client().get_latest_version(f"{topic}-value").schema.schema_str is not None
+    latest = new_client().get_latest_version(f"{topic}-value")
+    assert int.from_bytes(raw[1:5], "big") == latest.schema_id
+    registered = json.loads(latest.schema.schema_str or "null")
+    assert registered == shipped_catalog().current(RUN_SUMMARY).definition
     assert Codec(registry_client=new_client()).decode_run_summary(raw) == summary
 
 
@@ -250,7 +254,7 @@ def test_an_unreachable_registry_is_a_registry_error_not_a_decode_error(
     request.addfinalizer(codec.close)
     with pytest.raises(RegistryError, match="unavailable") as info:
         codec.encode_sample_result(make_record(), "resultlog.sample-results")
-    assert info.value.__cause__ is not None
+    assert "Connection refused" in str(info.value.__cause__)  # the transport's own error
     body = Codec().encode_sample_result(make_record())[10:]
     with pytest.raises(RegistryError, match="schema id 1") as decode_info:
         codec.decode_sample_result(_framed(1, body))
