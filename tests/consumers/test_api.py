@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
-import json
-from typing import Any
-from urllib.parse import urlsplit
-
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,7 +17,7 @@ from resultlog.consumers.aggregator import (
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.support.aggregator import path
+from tests.support.aggregator import path, raw_get
 from tests.support.kafka import write
 from tests.support.records import make_record
 from tests.support.summaries import bare
@@ -41,18 +36,6 @@ def loaded(settings: Settings, base_url: str) -> str:
     write(settings, [make_record(i, 0, "CI"[i % 2], run_key=k) for k in RUNS for i in range(4)])
     wait_for(lambda: len(httpx.get(base_url + "/runs").json()) == len(RUNS), "three runs")
     return base_url
-
-
-def raw_get(base_url: str, raw_path: str) -> tuple[int, Any]:
-    """GET a path byte for byte (httpx would re-encode a malformed one) and parse the JSON."""
-    parts = urlsplit(base_url)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)
-    try:
-        connection.request("GET", raw_path)
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        connection.close()
 
 
 def test_a_run_is_served_under_its_percent_encoded_path(loaded: str) -> None:

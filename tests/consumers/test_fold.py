@@ -19,9 +19,8 @@ from resultlog.schemas import (
     RunSummary,
     SampleResult,
     ScoreValue,
-    Usage,
 )
-from tests.support.records import RUN_KEY, make_record
+from tests.support.records import RUN_KEY, USAGE_AT_BOUNDS, make_record, uniform_usage
 
 
 def test_all_epochs_skipped_counts_a_skipped_question() -> None:
@@ -207,13 +206,6 @@ def test_spent_cost_counts_every_attempt_of_every_latest_record() -> None:
 
 @pytest.mark.parametrize("sign", [1, -1])
 def test_records_at_every_bound_never_stop_the_fold(sign: int) -> None:
-    extreme = Usage(
-        input_tokens=MAX_TOKENS,
-        output_tokens=MAX_TOKENS,
-        total_tokens=MAX_TOKENS,
-        reasoning_tokens=MAX_TOKENS,
-        total_cost=MAX_COST_USD,
-    )
     records = [
         make_record(
             i,
@@ -223,7 +215,7 @@ def test_records_at_every_bound_never_stop_the_fold(sign: int) -> None:
             dataset_size=None,
             metrics={"m": sign * MAX_METRIC, "tiny": sign * 5e-324},
             numeric=1.0 if i % 2 else 5e-324,
-            usage=extreme,
+            usage=USAGE_AT_BOUNDS,
             generation_time_ms=MAX_MILLIS,
             spent_cost=MAX_COST_USD,
         )
@@ -317,13 +309,7 @@ def _extreme_records(draw: st.DrawFn) -> SampleResult:
     degraded = value == "S" and draw(st.booleans())
     cost = draw(st.sampled_from([0.0, 5e-324, 0.1, MAX_COST_USD]) | st.floats(0, MAX_COST_USD))
     tokens = draw(st.sampled_from([0, 1, MAX_TOKENS]))
-    usage = Usage(
-        input_tokens=tokens,
-        output_tokens=tokens,
-        total_tokens=tokens,
-        reasoning_tokens=tokens,
-        total_cost=cost,
-    )
+    usage = uniform_usage(tokens, cost)
     epochs = draw(st.integers(1, 3))
     return make_record(
         draw(st.integers(0, 5)),

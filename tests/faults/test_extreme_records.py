@@ -28,7 +28,6 @@ from resultlog.schemas import (
     Codec,
     RunKey,
     SampleResult,
-    Usage,
     encode_key,
     shipped_catalog,
 )
@@ -37,7 +36,7 @@ from tests.support.aggregator import served, serving_aggregator
 from tests.support.audit import report
 from tests.support.cli import child_env, printed_json, run_cli
 from tests.support.kafka import RawMessage, produce_raw, run_partition, topic_settings
-from tests.support.records import make_record
+from tests.support.records import USAGE_AT_BOUNDS, make_record
 from tests.support.runs import MODEL, run_once
 from tests.support.summaries import bare
 from tests.support.waiting import wait_for
@@ -46,13 +45,6 @@ pytestmark = pytest.mark.faults
 
 SAMPLES = 12
 RUN = RunKey("extreme", "arith", MODEL)
-_AT_BOUNDS = Usage(
-    input_tokens=MAX_TOKENS,
-    output_tokens=MAX_TOKENS,
-    total_tokens=MAX_TOKENS,
-    reasoning_tokens=MAX_TOKENS,
-    total_cost=MAX_COST_USD,
-)
 
 
 def _at_bounds(sample_index: int) -> SampleResult:
@@ -66,7 +58,7 @@ def _at_bounds(sample_index: int) -> SampleResult:
         epochs=1,
         dataset_size=SAMPLES,
         metrics={"reward": sign * MAX_METRIC},
-        usage=_AT_BOUNDS,
+        usage=USAGE_AT_BOUNDS,
         generation_time_ms=MAX_MILLIS,
         spent_cost=MAX_COST_USD,
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import subprocess
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.support.aggregator import path, serving_aggregator
+from tests.support.aggregator import path, raw_get, serving_aggregator
 from tests.support.audit import report
 from tests.support.cli import child_env, one_line_error, run_cli
 from tests.support.kafka import message_count, raw_run_records
@@ -111,18 +110,6 @@ def test_traversal_in_names_is_just_text_in_percent_encoded_keys(
     report("hostile-cli", cases=len(BAD_ARGUMENTS) + len(BAD_JSONL) + 2, written_by_bad=0)
 
 
-def _raw_get(base_url: str, path: str) -> tuple[int, dict[str, object]]:
-    """GET a path exactly as given (no client-side normalisation of `..`)."""
-    host, port = base_url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=5)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        connection.close()
-
-
 HTTP_CASES = [
     ("/runs/%zz/arith/m", 400),
     ("/runs/a%2/arith/m", 400),
@@ -146,11 +133,11 @@ def test_http_api_answers_hostile_paths_with_json_errors_and_keeps_serving(
     settings: Settings,
 ) -> None:
     with serving_aggregator(settings) as (aggregator, base_url):
-        answers = {path: _raw_get(base_url, path) for path, _ in HTTP_CASES}
-        for path, status in HTTP_CASES:
-            code, body = answers[path]
-            assert code == status, (path, code, body)
-            assert body["error"] and body["detail"], (path, body)
+        answers = {raw: raw_get(base_url, raw) for raw, _ in HTTP_CASES}
+        for raw, status in HTTP_CASES:
+            code, body = answers[raw]
+            assert code == status, (raw, code, body)
+            assert body["error"] and body["detail"], (raw, body)
         assert httpx.get(base_url + "/healthz", timeout=5).status_code == 200
         assert httpx.get(base_url + "/runs?limit=1000", timeout=5).json() == []
         assert aggregator.running

@@ -6,12 +6,11 @@ import ast
 import importlib
 import inspect
 import pkgutil
-import subprocess
-import sys
 from types import ModuleType
 
 from resultlog import schemas
 from resultlog.schemas import errors
+from tests.support.imports import modules_loaded_by
 
 CONTRACT = [
     # numbers and flags of the contract
@@ -106,10 +105,5 @@ def test_error_hierarchy() -> None:
 
 
 def test_schemas_imports_no_other_project_package() -> None:
-    code = (
-        "import sys, resultlog.schemas; "
-        "print(sorted(m for m in sys.modules if m.startswith('resultlog.')"
-        " and not m.startswith('resultlog.schemas')))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    ours = {m for m in modules_loaded_by("resultlog.schemas") if m.startswith("resultlog.")}
+    assert {m for m in ours if not m.startswith("resultlog.schemas")} == set()

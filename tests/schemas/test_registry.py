@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from io import BytesIO
 from itertools import count
+from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
@@ -24,7 +25,7 @@ from resultlog.schemas import (
     WireFormat,
     shipped_catalog,
 )
-from resultlog.schemas._catalog import MODEL_VERSIONS, RUN_SUMMARY, SAMPLE_RESULT, build_version
+from resultlog.schemas._catalog import RUN_SUMMARY, SAMPLE_RESULT, build_version
 from resultlog.schemas._registry import Registry
 from tests.support.apicurio import ApicurioRegistry
 from tests.support.records import RecordFactory
@@ -199,40 +200,51 @@ def test_a_bad_registry_config_is_a_registry_error() -> None:
     assert isinstance(info.value.__cause__, ValueError)
 
 
-@pytest.mark.real_registry
-def test_subject_is_full_transitive_and_the_registry_enforces_it(
+@pytest.fixture
+def registered(
     apicurio: ApicurioRegistry,
     topic: str,
     make_record: RecordFactory,
     request: pytest.FixtureRequest,
-) -> None:
+) -> SchemaRegistryClient:
+    """A client of the real registry whose topic subject holds the shipped SampleResult."""
     client = SchemaRegistryClient({"url": apicurio.url})
     request.addfinalizer(client.close)
     Codec(registry_client=client).encode_sample_result(make_record(), topic)
-    assert client.get_compatibility(f"{topic}-value") == "FULL_TRANSITIVE"
-    definition = dict(shipped_catalog().current(SAMPLE_RESULT).definition)
+    return client
+
+
+def _with_a_required_new_field(version: SchemaVersion) -> dict[str, Any]:
+    """The version's definition plus a field without a default: incompatible both ways."""
+    definition = dict(version.definition)
     definition["fields"] = [*definition["fields"], {"name": "required_new", "type": "long"}]
+    return definition
+
+
+@pytest.mark.real_registry
+def test_subject_is_full_transitive_and_the_registry_enforces_it(
+    registered: SchemaRegistryClient, topic: str
+) -> None:
+    assert registered.get_compatibility(f"{topic}-value") == "FULL_TRANSITIVE"
+    definition = _with_a_required_new_field(shipped_catalog().current(SAMPLE_RESULT))
     with pytest.raises(SchemaRegistryError) as info:
-        client.register_schema(f"{topic}-value", Schema(build_version(definition, 2).text, "AVRO"))
+        registered.register_schema(
+            f"{topic}-value", Schema(build_version(definition, 2).text, "AVRO")
+        )
     assert info.value.http_status_code == 409
 
 
 @pytest.mark.real_registry
 def test_a_refused_registration_is_a_registry_error(
-    apicurio: ApicurioRegistry,
-    topic: str,
-    make_record: RecordFactory,
-    request: pytest.FixtureRequest,
+    registered: SchemaRegistryClient, topic: str, make_record: RecordFactory
 ) -> None:
-    client = SchemaRegistryClient({"url": apicurio.url})
-    request.addfinalizer(client.close)
-    Codec(registry_client=client).encode_sample_result(make_record(), topic)
-    definition = dict(shipped_catalog().current(SAMPLE_RESULT).definition)
-    definition["fields"] = [*definition["fields"], {"name": "required_new", "type": "long"}]
-    incompatible = SchemaCatalog(
-        [build_version(definition, MODEL_VERSIONS[SAMPLE_RESULT])]
-    ).with_versions([v for v in shipped_catalog().all() if v.name != SAMPLE_RESULT])
-    codec = Codec(registry_client=client, catalog=incompatible)
+    current = shipped_catalog().current(SAMPLE_RESULT)
+    definition = _with_a_required_new_field(current)
+    # The version the codec writes, redefined so that the registry must refuse it.
+    incompatible = SchemaCatalog([build_version(definition, current.version)]).with_versions(
+        [v for v in shipped_catalog().all() if v.name != SAMPLE_RESULT]
+    )
+    codec = Codec(registry_client=registered, catalog=incompatible)
     with pytest.raises(RegistryError, match=r"registry refused resultlog\.SampleResult") as info:
         codec.encode_sample_result(make_record(), topic)
     assert isinstance(info.value.__cause__, SchemaRegistryError)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
+import json
 import uuid
 from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -55,6 +59,18 @@ def served(base_url: str, run_key: RunKey) -> Summary | None:
     """The run's summary over HTTP without as_of, or None until it is there."""
     response = httpx.get(base_url + path(run_key), timeout=5)
     return bare(response.json()) if response.status_code == 200 else None
+
+
+def raw_get(base_url: str, raw_path: str) -> tuple[int, Any]:
+    """GET a path byte for byte (httpx would normalise or re-encode it) and parse the JSON."""
+    parts = urlsplit(base_url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)
+    try:
+        connection.request("GET", raw_path)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
 
 
 def held(aggregator: Aggregator, run_key: RunKey) -> Summary | None:

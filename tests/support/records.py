@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from resultlog.schemas import (
+    MAX_COST_USD,
+    MAX_TOKENS,
     Message,
     RecordError,
     RecordStatus,
@@ -20,6 +22,21 @@ from resultlog.schemas import (
 RUN_KEY = RunKey("run-1", "arith", "openai/gpt-4o")
 RecordFactory = Callable[..., SampleResult]
 _EPOCH0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def uniform_usage(tokens: int, cost: float) -> Usage:
+    """Usage with every token count equal to `tokens`."""
+    return Usage(
+        input_tokens=tokens,
+        output_tokens=tokens,
+        total_tokens=tokens,
+        reasoning_tokens=tokens,
+        total_cost=cost,
+    )
+
+
+# Every count and the cost at the contract's bound (DESIGN rule 9).
+USAGE_AT_BOUNDS = uniform_usage(MAX_TOKENS, MAX_COST_USD)
 
 
 def make_record(
