@@ -18,7 +18,7 @@ from resultlog.producer.offline import ModelServer
 from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
 from tests.support.cli import child_env
-from tests.support.kafka import topic_settings
+from tests.support.kafka import drop_topics, topic_settings
 
 if TYPE_CHECKING:
     from testcontainers.core.container import DockerContainer
@@ -94,9 +94,11 @@ def unique_name() -> str:
 
 
 @pytest.fixture
-def settings(kafka_bootstrap: str, unique_name: str) -> Settings:
-    """Settings pointing at the session broker, with this test's own freshly created topics."""
-    return topic_settings(kafka_bootstrap, unique_name)
+def settings(kafka_bootstrap: str, unique_name: str) -> Iterator[Settings]:
+    """Settings pointing at the session broker, with this test's own topics (deleted after)."""
+    made = topic_settings(kafka_bootstrap, unique_name)
+    yield made
+    drop_topics(made)
 
 
 @pytest.fixture

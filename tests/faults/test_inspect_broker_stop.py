@@ -15,8 +15,6 @@ from inspect_ai.log import read_eval_log
 
 from resultlog.broker import LocalKafka
 from resultlog.producer.offline import ModelServer
-from tests.factories import cli_env_for
-from tests.faults.support import wait_for
 from tests.producer.inspect_plugin.support import (
     ALL_PAIRS,
     REPO,
@@ -26,6 +24,8 @@ from tests.producer.inspect_plugin.support import (
     fresh_settings,
     inspect_env,
 )
+from tests.support.cli import child_env
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -41,7 +41,7 @@ def test_a_broker_stopped_mid_eval_fails_the_eval_and_the_command(
         running = subprocess.Popen(
             eval_command("stopped", log_dir, "--max-samples", "1"),
             cwd=REPO,
-            env=inspect_env(cli_env_for(settings), server),
+            env=inspect_env(child_env(settings), server),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -20,7 +20,7 @@ from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
-from tests.faults.support import raw_run_records
+from tests.support.kafka import raw_run_records
 
 REPO = Path(__file__).resolve().parents[3]
 TASK = "examples/inspect_arith.py"  # Inspect wants a task path relative to its cwd

@@ -26,9 +26,6 @@ from resultlog.producer.inspect._payload import decode
 from resultlog.producer.offline import Behavior, LoggedRequest, ModelServer
 from resultlog.schemas import ScoreValue
 from resultlog.settings import Settings
-from tests.consumers.support import path, running, serving, wait_for
-from tests.factories import cli_env_for
-from tests.faults.support import raw_run_records
 from tests.producer.inspect_plugin.support import (
     ALL_PAIRS,
     INSPECT,
@@ -48,6 +45,10 @@ from tests.producer.inspect_plugin.support import (
     run_key,
     writes_per_key,
 )
+from tests.support.aggregator import path, running, serving
+from tests.support.cli import child_env
+from tests.support.kafka import raw_run_records
+from tests.support.waiting import wait_for
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def baseline(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> 
     settings = fresh_settings(kafka_bootstrap)
     log_dir = tmp_path_factory.mktemp("baseline-logs")
     with ModelServer(latency_s=0.002) as server:
-        env = inspect_env(cli_env_for(settings), server)
+        env = inspect_env(child_env(settings), server)
         done = inspect_eval(env, "base", log_dir)
         requests = server.requests
     assert done.returncode == 0, done.stdout + done.stderr
