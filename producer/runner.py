@@ -15,7 +15,14 @@ from resultlog.producer.context import SampleContext, sample_scope
 from resultlog.producer.errors import ModelError, ProducerError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
 from resultlog.producer.store import NoopResultStore, ResultStore
-from resultlog.schemas import ResultLogError, RunKey, RunSummary, SampleResult, ScoreValue
+from resultlog.schemas import (
+    ConfigurationError,
+    ResultLogError,
+    RunKey,
+    RunSummary,
+    SampleResult,
+    ScoreValue,
+)
 
 __all__ = ["Progress", "RunResult", "Solver", "WritePolicy", "model_solver", "run_benchmark"]
 
@@ -129,7 +136,9 @@ class _Execution:
         """The durable state of this chunk; on a failed read, warn and evaluate everything."""
         try:
             loaded = await self.store.load(self.run_identity.run_key)
-        except Exception as exc:  # any failure to read means: evaluate everything
+        except ConfigurationError:
+            raise  # settings that contradict the topic: paying again would not fix them
+        except Exception as exc:  # any other failure to read means: evaluate everything
             log.warning("resume read failed, evaluating every pair: %s", exc)
             return ResumeState()
         for record in loaded.records:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from resultlog.schemas.errors import ResultLogError
+from resultlog.schemas.errors import ConfigurationError, ResultLogError
 
-__all__ = ["BrokerError", "CliError", "KafkaClientError", "TopicError"]
+__all__ = ["BrokerError", "CliError", "KafkaClientError", "TopicError", "TopicLayoutError"]
 
 
 class CliError(ResultLogError):
@@ -21,3 +21,7 @@ class TopicError(CliError):
 
 class KafkaClientError(ResultLogError):
     """Kafka refused or could not serve a client (unreachable, missing topic, refused login)."""
+
+
+class TopicLayoutError(KafkaClientError, ConfigurationError):
+    """A topic's partition count or cleanup policy contradicts the settings: refuse to use it."""

@@ -4,28 +4,50 @@ A `KafkaConnection` is made once (settings, the codec they name, topic names) an
 the readers and writers, which ask it for clients: the durable producer every writer uses, the
 assign()-only reader, group consumers and the admin client. Kafka failures leave this module
 as `KafkaClientError` with one line saying what went wrong.
+
+Every client asks `partition_count` before it reads or writes a topic, so that is where the
+connection is checked, once per connection: a broker that refuses connections or a host that
+does not resolve fails in `UNREACHABLE_S` seconds with one line (a broker that answers slowly
+gets `_METADATA_TIMEOUT_S`). That check is for starting: once running, clients ride out a
+broker restart (librdkafka reconnects; writes are retried, the aggregator keeps polling). It is
+also where a topic's layout is checked against the settings: a partition count or cleanup
+policy that differs is a `TopicLayoutError`, since run keys would map to other partitions
+(existing runs would look empty and be paid for again) or records would be deleted.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Self
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
-from resultlog.errors import KafkaClientError
+from resultlog.errors import KafkaClientError, TopicLayoutError
 from resultlog.schemas import Codec
 from resultlog.settings import Settings
 
-__all__ = ["LIBRDKAFKA_LOGGER", "Headers", "KafkaClientError", "KafkaConnection", "produce"]
+__all__ = [
+    "LIBRDKAFKA_LOGGER",
+    "UNREACHABLE_S",
+    "Headers",
+    "KafkaClientError",
+    "KafkaConnection",
+    "TopicLayout",
+    "TopicLayoutError",
+    "produce",
+    "topic_layouts",
+]
 
 # librdkafka logs every failed connect attempt to stderr by default (every 50 ms while a
 # broker is down); routed here, the application decides what to show.
 LIBRDKAFKA_LOGGER = logging.getLogger("resultlog.librdkafka")
+log = logging.getLogger(__name__)
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 Headers = list[tuple[str, str | bytes | None]]
@@ -49,6 +71,29 @@ _READER: dict[str, Any] = {
 _METADATA_TIMEOUT_S = 15.0
 _METADATA_RETRY_S = 0.1
 _QUEUE_POLL_S = 0.1
+UNREACHABLE_S = 3.0  # refused connections or unresolvable hosts for this long: give up
+_UNREACHABLE_CODES = frozenset(
+    {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
+)
+_DESCRIBE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class TopicLayout:
+    """What the settings say one of resultlog's topics must look like."""
+
+    partitions: int
+    cleanup_policy: str
+
+
+def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
+    """The three topics of DESIGN.md: compacted results and summaries, a deleting DLQ."""
+    compacted = TopicLayout(settings.partitions, "compact")
+    return {
+        settings.results_topic: compacted,
+        settings.summaries_topic: compacted,
+        settings.dlq_topic: TopicLayout(settings.partitions, "delete"),
+    }
 
 
 class KafkaConnection:
@@ -60,6 +105,10 @@ class KafkaConnection:
         if codec is None:
             codec = Codec(settings.schema_registry_url, settings.registry_config())
         self.codec = codec
+        self._lock = threading.Lock()
+        self._reachable = False
+        self._policies_checked: set[str] = set()
+        self._policy_admin: AdminClient | None = None
 
     @property
     def results_topic(self) -> str:
@@ -116,8 +165,9 @@ class KafkaConnection:
 
         Asks through `client` (any of ours; a new admin client if None). `created`: the topic
         was just created, so also wait until the broker knows it and every partition has a
-        leader.
+        leader. Otherwise one of resultlog's topics must match its layout in the settings.
         """
+        self.check_connection(min(timeout_s, _METADATA_TIMEOUT_S))
         client = client if client is not None else self.admin()
         deadline = time.monotonic() + timeout_s
         while True:
@@ -130,34 +180,114 @@ class KafkaConnection:
             found = metadata.topics.get(topic)
             problem = _unavailable(topic, found, created=created)
             if problem is None and found is not None:
-                return len(found.partitions)
+                count = len(found.partitions)
+                if not created:
+                    self.check_layout(topic, count)
+                return count
             if time.monotonic() > deadline:
                 raise KafkaClientError(f"topic {topic} is not available: {problem}")
             time.sleep(_METADATA_RETRY_S)
 
+    def check_layout(self, topic: str, partitions: int, *, recheck: bool = False) -> None:
+        """Refuse one of resultlog's topics whose partition count or cleanup policy differs
+        from the settings (the policy is asked once per connection unless `recheck`)."""
+        layout = topic_layouts(self.settings).get(topic)
+        if layout is None:
+            return
+        if partitions != layout.partitions:
+            raise TopicLayoutError(
+                f"topic {topic} has {partitions} partitions but the settings say "
+                f"{layout.partitions} (RESULTLOG_PARTITIONS): run keys would map to other "
+                "partitions and existing runs would look empty; refusing to use it"
+            )
+        with self._lock:
+            if topic in self._policies_checked and not recheck:
+                return
+        policy = self._cleanup_policy(topic)
+        if policy is not None and set(policy.split(",")) != {layout.cleanup_policy}:
+            raise TopicLayoutError(
+                f"topic {topic} has cleanup.policy={policy} but resultlog needs "
+                f"{layout.cleanup_policy}; refusing to use it"
+            )
+        with self._lock:
+            self._policies_checked.add(topic)
+
+    def _cleanup_policy(self, topic: str) -> str | None:
+        """The topic's cleanup.policy, or None when the broker will not say (e.g. an ACL)."""
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        with self._lock:  # one admin client for every check (the aggregator checks often)
+            if self._policy_admin is None:
+                self._policy_admin = self.admin()
+            admin = self._policy_admin
+        future = admin.describe_configs([resource], request_timeout=_DESCRIBE_TIMEOUT_S)
+        try:
+            entries = future[resource].result(timeout=_DESCRIBE_TIMEOUT_S)
+        except Exception as exc:  # the count is what matters most: go on without the policy
+            log.warning("cannot read the cleanup.policy of %s: %s", topic, exc)
+            return None
+        entry = entries.get("cleanup.policy")
+        return None if entry is None else str(entry.value or "")
+
+    def check_connection(self, timeout_s: float = _METADATA_TIMEOUT_S) -> None:
+        """Fail with one line, once per connection, when Kafka cannot be reached or refuses
+        the login: in `UNREACHABLE_S` for refused connections and unknown hosts."""
+        with self._lock:
+            if self._reachable:
+                return
+        errors: list[KafkaError] = []
+        # A consumer: a producer's metadata request could auto-create the topic it names.
+        probe = Consumer(
+            self.config({**_READER, "group.id": "resultlog-probe", "error_cb": errors.append})
+        )
+        started = time.monotonic()
+        attempt_s = 0.25
+        try:
+            while True:
+                probe.poll(0.05)
+                self._raise_if_refused_login(errors)
+                try:
+                    # One topic, not the whole cluster's metadata (thousands of topics, maybe).
+                    probe.list_topics(self.results_topic, timeout=attempt_s)
+                except KafkaException as exc:
+                    elapsed = time.monotonic() - started
+                    self._raise_if_unreachable(errors, elapsed, timeout_s, exc)
+                    # Longer attempts for a slow broker, but none past the budget.
+                    budget = min(UNREACHABLE_S, timeout_s) if errors else timeout_s
+                    attempt_s = max(0.05, min(2 * attempt_s, 1.0, budget - elapsed))
+                    continue
+                with self._lock:
+                    self._reachable = True
+                return
+        finally:
+            probe.close()
+
+    def _raise_if_unreachable(
+        self, errors: list[KafkaError], elapsed: float, timeout_s: float, exc: KafkaException
+    ) -> None:
+        down = [error for error in errors if error.code() in _UNREACHABLE_CODES]
+        if down and elapsed >= min(UNREACHABLE_S, timeout_s):
+            raise KafkaClientError(
+                f"cannot reach Kafka at {self.servers}: {_connect_reason(down)}; "
+                "check RESULTLOG_BOOTSTRAP_SERVERS"
+            ) from exc
+        if elapsed >= timeout_s:
+            raise KafkaClientError(
+                f"cannot reach Kafka at {self.servers}: no answer within {timeout_s:g}s"
+            ) from exc
+
+    def _raise_if_refused_login(self, errors: list[KafkaError]) -> None:
+        if any(error.code() == KafkaError._AUTHENTICATION for error in errors):
+            settings = self.settings
+            raise KafkaClientError(
+                f"Kafka at {self.servers} refused the login of {settings.sasl_username!r} "
+                f"({settings.sasl_mechanism}): authentication failed; check "
+                "RESULTLOG_SASL_USERNAME/RESULTLOG_SASL_PASSWORD"
+            )
+
     def check_login(self, timeout_s: float = 15.0) -> None:
         """With SASL configured, fail at once and say so when the broker refuses the login."""
-        settings = self.settings
-        if not settings.security_protocol.startswith("SASL"):
-            return
-        # librdkafka reports a refused login only to error_cb (served by poll), while metadata
-        # calls just time out as "transport failure": poll for the refusal.
-        refused: list[KafkaError] = []
-        producer = Producer(self.config({"error_cb": refused.append}))
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            producer.poll(0.1)
-            if any(error.code() == KafkaError._AUTHENTICATION for error in refused):
-                raise KafkaClientError(
-                    f"Kafka at {self.servers} refused the login of {settings.sasl_username!r} "
-                    f"({settings.sasl_mechanism}): authentication failed; check "
-                    "RESULTLOG_SASL_USERNAME/RESULTLOG_SASL_PASSWORD"
-                )
-            try:
-                producer.list_topics(timeout=0.2)
-                return
-            except KafkaException:
-                continue
+        if self.settings.security_protocol.startswith("SASL"):
+            self.check_connection(timeout_s)
 
     def close(self) -> None:
         """Release the codec's schema-registry client (if the codec made one)."""
@@ -222,6 +352,14 @@ def _unavailable(topic: str, found: Any, *, created: bool) -> str | None:
     if created and any(p.leader < 0 for p in found.partitions.values()):
         return "a partition has no leader yet"
     return None
+
+
+def _connect_reason(errors: list[KafkaError]) -> str:
+    """What librdkafka said about the last failed connection, without its broker prefix."""
+    specific = [e for e in errors if e.code() != KafkaError._ALL_BROKERS_DOWN] or errors
+    text = str(specific[-1].str())
+    text = text.split("/bootstrap: ", 1)[-1]
+    return text.split(" (after ", 1)[0]
 
 
 def _reason(exc: KafkaException) -> str:

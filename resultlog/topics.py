@@ -16,7 +16,7 @@ from confluent_kafka.admin import (
 )
 
 from resultlog.errors import KafkaClientError, TopicError
-from resultlog.kafka import KafkaConnection
+from resultlog.kafka import KafkaConnection, topic_layouts
 from resultlog.settings import Settings
 
 __all__ = ["TopicOutcome", "TopicSpec", "ensure_topics", "topic_specs"]
@@ -45,14 +45,16 @@ class TopicOutcome:
 def topic_specs(
     settings: Settings, extra_config: Mapping[str, str] | None = None
 ) -> list[TopicSpec]:
-    """The three topics of DESIGN.md: compacted results and summaries, a deleting DLQ."""
+    """The three topics of DESIGN.md (their layouts are `resultlog.kafka.topic_layouts`)."""
     base = {"min.insync.replicas": str(settings.min_insync_replicas), **(extra_config or {})}
-    compacted = {**base, "cleanup.policy": "compact"}
-    spec = {"partitions": settings.partitions, "replication_factor": settings.replication_factor}
     return [
-        TopicSpec(settings.results_topic, config=compacted, **spec),
-        TopicSpec(settings.summaries_topic, config=compacted, **spec),
-        TopicSpec(settings.dlq_topic, config={**base, "cleanup.policy": "delete"}, **spec),
+        TopicSpec(
+            name,
+            layout.partitions,
+            settings.replication_factor,
+            config={**base, "cleanup.policy": layout.cleanup_policy},
+        )
+        for name, layout in topic_layouts(settings).items()
     ]
 
 
@@ -61,6 +63,10 @@ def ensure_topics(
 ) -> list[TopicOutcome]:
     """Create missing topics (default: the settings' three); check existing ones against spec."""
     specs = specs if specs is not None else topic_specs(kafka.settings)
+    try:
+        kafka.check_connection()
+    except KafkaClientError as exc:
+        raise TopicError(str(exc)) from exc
     admin = kafka.admin()
     existing = _metadata(admin).topics
     created = _create(admin, [spec for spec in specs if spec.name not in existing])

@@ -13,10 +13,12 @@ from resultlog.schemas._types import (
 )
 from resultlog.schemas.codec import Codec, WireFormat
 from resultlog.schemas.errors import (
+    ConfigurationError,
     DecodeError,
     KeyDecodeError,
     OutOfRangeError,
     RegistryError,
+    RegistryNotConfiguredError,
     ResultLogError,
     SchemaError,
     UnknownFormatVersionError,
@@ -57,6 +59,7 @@ __all__ = [
     "TRUSTED_JSON",
     "AsOf",
     "Codec",
+    "ConfigurationError",
     "DecodeError",
     "Harness",
     "InvalidRunKeyError",
@@ -67,6 +70,7 @@ __all__ = [
     "RecordId",
     "RecordStatus",
     "RegistryError",
+    "RegistryNotConfiguredError",
     "ResultLogError",
     "RunKey",
     "RunSummary",

@@ -7,6 +7,10 @@ class ResultLogError(Exception):
     """Root of every error resultlog raises on purpose."""
 
 
+class ConfigurationError(ResultLogError):
+    """The settings contradict what the topics hold: stop, never evaluate or publish again."""
+
+
 class SchemaError(ResultLogError):
     """A record or schema violates the contract."""
 
@@ -66,3 +70,10 @@ class UnknownSchemaError(DecodeError):
 
 class OutOfRangeError(DecodeError):
     """A record decodes but a number in it is outside the contract's bounds (DESIGN rule 9)."""
+
+
+class RegistryNotConfiguredError(UnknownSchemaError, ConfigurationError):
+    """A record in registry framing met by a reader without a registry: a misconfiguration.
+
+    Readers stop on it instead of dead-lettering good records or paying for them again.
+    """

@@ -26,7 +26,7 @@ from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.summaries import SummaryPublisher
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunKey, RunSummary
+from resultlog.schemas import RegistryError, RunKey, RunSummary
 
 __all__ = ["ConsumerLoop"]
 
@@ -35,6 +35,9 @@ _BATCH = 2000
 _IDLE_WAIT_S = 0.02  # also how soon an idle consumer thread serves a reader's request
 _TICK_BUDGET_S = 0.01  # folding for publication per loop iteration, before consuming again
 _ERROR_LOG_EVERY_S = 30.0
+_LAYOUT_CHECK_S = 5.0  # how often a running aggregator checks its topics against the settings
+_REGISTRY_PAUSE_S = 1.0  # before reading again what the registry kept us from decoding
+_REGISTRY_ERROR = -1  # the key of registry failures among the rate-limited error logs
 
 
 class ConsumerLoop:
@@ -61,6 +64,8 @@ class ConsumerLoop:
         self._consumer = consumer
         self._scanned: dict[int, int] = {}  # per partition: next offset never read before
         self._error_logged: dict[int, float] = {}
+        self._kafka = kafka
+        self._next_layout_check = time.monotonic() + _LAYOUT_CHECK_S
         try:
             results = kafka.partition_count(self.topic, consumer)
             kafka.partition_count(kafka.summaries_topic, consumer)
@@ -98,6 +103,7 @@ class ConsumerLoop:
                 # wait for every changed run to be folded at once.
                 if time.monotonic() >= next_tick and self._tick(_TICK_BUDGET_S):
                     next_tick = time.monotonic() + self.publish_interval_s
+                self._check_layout()
             self._tick()
             self._close()
         except BaseException as exc:
@@ -124,14 +130,21 @@ class ConsumerLoop:
         """Decode outside the lock, apply inside it, dead-letter after."""
         decoded: list[Ingested] = []
         ends: list[tuple[int, int]] = []
+        unread: dict[int, int] = {}  # partition -> first offset the registry kept us from
         for message in batch:
             error = message.error()
-            if error is None:
-                decoded.append(ingest(message, self._codec, self._state.num_partitions))
-            elif error.code() == KafkaError._PARTITION_EOF:
-                ends.append((message.partition() or 0, message.offset() or 0))
-            else:
-                self._consume_error(error)
+            partition = message.partition() or 0
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    self._consume_error(error)
+                elif partition not in unread:
+                    ends.append((partition, message.offset() or 0))
+            elif partition not in unread:  # after a record the registry kept us from: later
+                try:
+                    decoded.append(ingest(message, self._codec, self._state.num_partitions))
+                except RegistryError as exc:
+                    unread[partition] = message.offset() or 0
+                    self._registry_failed(exc)
         with self._shared.lock:
             for item in decoded:
                 self._apply(item)
@@ -140,6 +153,24 @@ class ConsumerLoop:
         self._metrics.consumed.inc(len(decoded))
         for item in decoded:
             self._dead_letter(item)
+        if unread:
+            self._read_again(unread)
+
+    def _registry_failed(self, exc: RegistryError) -> None:
+        now = time.monotonic()
+        if now - self._error_logged.get(_REGISTRY_ERROR, -_ERROR_LOG_EVERY_S) >= _ERROR_LOG_EVERY_S:
+            self._error_logged[_REGISTRY_ERROR] = now
+            log.warning("the schema registry failed (will read again, not dead-letter): %s", exc)
+
+    def _read_again(self, unread: dict[int, int]) -> None:
+        """Rewind partitions to the records the registry kept us from decoding, then pause:
+        a record is never dead-lettered because the registry was away."""
+        for partition, offset in unread.items():
+            try:
+                self._consumer.seek(TopicPartition(self.topic, partition, offset))
+            except KafkaException as exc:  # revoked meanwhile: its new owner reads it
+                log.debug("cannot rewind %s[%d]: %s", self.topic, partition, exc)
+        self._stopping.wait(_REGISTRY_PAUSE_S)
 
     def _apply(self, item: Ingested) -> None:
         if item.record_id is None:
@@ -218,6 +249,20 @@ class ConsumerLoop:
         self._publisher.publish(pending)
         return finished
 
+    def _check_layout(self, *, now: bool = False) -> None:
+        """Every few seconds: stop (TopicLayoutError) once a topic no longer matches the
+        settings, e.g. partitions were added, before new runs land where no reader looks."""
+        if not now and time.monotonic() < self._next_layout_check:
+            return
+        self._next_layout_check = time.monotonic() + _LAYOUT_CHECK_S
+        for topic in (self.topic, self._kafka.summaries_topic):
+            try:
+                found = self._consumer.list_topics(topic, timeout=1.0).topics.get(topic)
+            except KafkaException:
+                return  # the broker is away: librdkafka reconnects, check next time
+            if found is not None and found.error is None and found.partitions:
+                self._kafka.check_layout(topic, len(found.partitions), recheck=True)
+
     def _observe_high(self, partition: int) -> None:
         try:
             _, high = self._consumer.get_watermark_offsets(
@@ -251,6 +296,8 @@ class ConsumerLoop:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         fresh = [p.partition for p in partitions]
+        if any(p >= self._state.num_partitions for p in fresh):
+            self._check_layout(now=True)  # the topic grew: its run keys map elsewhere now
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
         with self._shared.lock:
             self._state.joined = True

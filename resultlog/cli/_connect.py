@@ -9,13 +9,14 @@ __all__ = ["connect"]
 
 
 def connect() -> KafkaConnection:
-    """The connection the environment's settings name, once a SASL login (if any) is accepted.
+    """The connection the environment's settings name, once Kafka answered and accepted the
+    login (if any): an unreachable broker is one line within seconds, for every command.
 
     Use it as a context manager: leaving closes the codec's schema-registry client.
     """
     kafka = KafkaConnection(Settings())
     try:
-        kafka.check_login()
+        kafka.check_connection()
     except BaseException:
         kafka.close()
         raise
