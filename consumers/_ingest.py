@@ -8,7 +8,15 @@ from confluent_kafka import Message
 
 from resultlog.consumers._decode import decode_value
 from resultlog.consumers.dlq import MISROUTED, reason_kind
-from resultlog.schemas import Codec, DecodeError, RecordId, SampleResult, decode_key, partition_for
+from resultlog.schemas import (
+    Codec,
+    ConfigurationError,
+    DecodeError,
+    RecordId,
+    SampleResult,
+    decode_key,
+    partition_for,
+)
 
 __all__ = ["Ingested", "Poison", "ingest"]
 
@@ -64,6 +72,8 @@ def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
         record = decode_value(
             codec, record_id, value, topic=topic, partition=partition, offset=offset
         )
+    except ConfigurationError:
+        raise  # a misconfigured reader stops: good records are never dead-lettered for it
     except DecodeError as exc:
         # The latest value of this key is unusable: the key has no record, as in replay.
         return result(record_id, None, Poison(reason_kind(exc), str(exc)))

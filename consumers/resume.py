@@ -18,6 +18,7 @@ from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
+    ConfigurationError,
     DecodeError,
     RunKey,
     SampleResult,
@@ -106,6 +107,8 @@ def read_run_records(
             records.append(
                 decode_value(codec, key, value, topic=topic, partition=partition, offset=offset)
             )
+        except ConfigurationError:
+            raise  # e.g. registry-framed records and no registry: not garbage, a reader to fix
         except DecodeError as exc:
             reasons[reason_kind(exc)] += 1
             log.warning("resume ignores an undecodable record: %s", exc)

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, Message
 
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
-from resultlog.schemas import RunKey, RunSummary, encode_run_key, partition_for
+from resultlog.schemas import RegistryError, RunKey, RunSummary, encode_run_key, partition_for
 
 __all__ = ["SummaryPublisher"]
 
@@ -43,7 +43,11 @@ class SummaryPublisher:
         for run_key, summary in pending:
             value = None
             if summary is not None:
-                value = self._codec.encode_run_summary(summary, self.topic)
+                try:
+                    value = self._codec.encode_run_summary(summary, self.topic)
+                except RegistryError as exc:  # the registry is away: a failed publication
+                    self._fail(run_key, str(exc))
+                    continue
             self._produce(run_key, value)
 
     def publish_all(self, summaries: Iterable[RunSummary], timeout_s: float = 30.0) -> int:

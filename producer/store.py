@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, Message
 from resultlog.consumers import RunRecords, read_run_records
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
 from resultlog.producer.errors import PersistenceError
-from resultlog.schemas import RunKey, SampleResult, encode_key, partition_for
+from resultlog.schemas import RunKey, SampleResult, WireFormat, encode_key, partition_for
 
 __all__ = ["KafkaResultStore", "NoopResultStore", "ResultStore"]
 
@@ -78,7 +78,11 @@ class KafkaResultStore:
         def on_delivery(error: KafkaError | None, _message: Message) -> None:
             loop.call_soon_threadsafe(_settle, delivered, error, record)
 
-        value = self._codec.encode_sample_result(record, self.topic)
+        if self._codec.wire_format is WireFormat.REGISTRY:
+            # Encoding may ask the registry (bounded, but seconds): never on the event loop.
+            value = await asyncio.to_thread(self._codec.encode_sample_result, record, self.topic)
+        else:
+            value = self._codec.encode_sample_result(record, self.topic)
         run_key = record.run_key
         key = encode_key(run_key, record.sample_index, record.epoch)
         partition = partition_for(run_key, self._partitions)

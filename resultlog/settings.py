@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     schema_registry_url: str | None = None
     schema_registry_username: str | None = None
     schema_registry_password: SecretStr | None = None
+    schema_registry_timeout_s: float = Field(default=5.0, gt=0.0, le=300.0)
 
     api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("RESULTLOG_API_KEY", "OPENROUTER_API_KEY")
@@ -62,11 +63,14 @@ class Settings(BaseSettings):
             config["sasl.password"] = self.sasl_password.get_secret_value()
         return config
 
-    def registry_config(self) -> dict[str, str] | None:
+    def registry_config(self) -> dict[str, str | float] | None:
         """The schema registry client configuration, or None without a registry."""
         if self.schema_registry_url is None:
             return None
-        config = {"url": self.schema_registry_url}
+        config: dict[str, str | float] = {
+            "url": self.schema_registry_url,
+            "timeout": self.schema_registry_timeout_s,
+        }
         if self.schema_registry_username and self.schema_registry_password:
             secret = self.schema_registry_password.get_secret_value()
             config["basic.auth.user.info"] = f"{self.schema_registry_username}:{secret}"

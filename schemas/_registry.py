@@ -1,11 +1,20 @@
-"""Confluent Schema Registry access: register under `<topic>-value`, find writers by id."""
+"""Confluent Schema Registry access: register under `<topic>-value`, find writers by id.
+
+Every request is bounded: a timeout per request, and transient failures (no answer, a
+timeout, 408, 429 or 5xx) are retried like record writes are, a few attempts with exponential
+backoff from 200 ms and jitter, within an overall deadline. So a registry blip costs a second,
+and a stalled registry is a RegistryError in seconds, never a hang.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import random
 import threading
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
 
@@ -14,6 +23,15 @@ from resultlog.schemas.errors import RegistryError, SchemaError
 
 COMPATIBILITY = "FULL_TRANSITIVE"
 _NOT_FOUND = 404
+_CONFLICT = 409
+REQUEST_TIMEOUT_S = 5.0
+_ATTEMPTS = 4
+_BACKOFF_S = 0.2
+_DEADLINE_S = 12.0  # no new attempt starts after this long
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class SchemaNotFoundError(LookupError):
@@ -50,7 +68,8 @@ class Registry:
     @classmethod
     def from_url(cls, url: str, config: Mapping[str, Any] | None = None) -> Registry:
         """Build a client for a registry URL (`mock://...` gives confluent's in-process mock)."""
-        conf = {**(config or {}), "url": url}
+        # Retries are ours (below): the client's own would multiply with them.
+        conf = {"timeout": REQUEST_TIMEOUT_S, "max.retries": 0, **(config or {}), "url": url}
         try:
             client = SchemaRegistryClient.new_client(conf)
         except Exception as exc:
@@ -81,8 +100,14 @@ class Registry:
         """Pin FULL_TRANSITIVE on the subject, then register the schema."""
         try:
             if self._set_compatibility:
-                self._client.set_compatibility(subject_name=subject, level=COMPATIBILITY)
-            return int(self._client.register_schema(subject, Schema(version.text, "AVRO")))
+                self._pin_compatibility(subject)
+            schema = Schema(version.text, "AVRO")
+            return int(
+                self._retrying(
+                    f"registering under {subject}",
+                    lambda: self._client.register_schema(subject, schema),
+                )
+            )
         except SchemaRegistryError as exc:
             raise RegistryError(
                 f"registry refused {version.name} v{version.version} under {subject}: {exc}"
@@ -91,6 +116,25 @@ class Registry:
             raise RegistryError(
                 f"schema registry unavailable registering {subject}: {exc}"
             ) from exc
+
+    def _pin_compatibility(self, subject: str) -> None:
+        """Set FULL_TRANSITIVE on the subject (an attempt that timed out may have done it)."""
+        try:
+            self._retrying(
+                f"setting the compatibility of {subject}",
+                lambda: self._client.set_compatibility(subject_name=subject, level=COMPATIBILITY),
+            )
+        except SchemaRegistryError as exc:
+            # Apicurio answers 409 when a concurrent (or timed-out earlier) request created the
+            # rule first: fine if the level is ours.
+            if exc.http_status_code != _CONFLICT:
+                raise
+            level = self._retrying(
+                f"reading the compatibility of {subject}",
+                lambda: self._client.get_compatibility(subject_name=subject),
+            )
+            if level != COMPATIBILITY:
+                raise
 
     def writer(self, schema_id: int) -> SchemaVersion:
         """The writer schema with this id (cached; version 0 means "from the registry")."""
@@ -103,11 +147,15 @@ class Registry:
     def _fetch(self, schema_id: int) -> SchemaVersion:
         """Fetch and parse one schema by id."""
         try:
-            schema = self._client.get_schema(schema_id)
+            schema = self._retrying(
+                f"looking up schema id {schema_id}", lambda: self._client.get_schema(schema_id)
+            )
         except SchemaRegistryError as exc:
             if exc.http_status_code == _NOT_FOUND:
                 raise SchemaNotFoundError(f"schema id {schema_id} is not in the registry") from exc
-            raise RegistryError(f"registry failed looking up schema id {schema_id}: {exc}") from exc
+            raise RegistryError(
+                f"schema registry failed looking up schema id {schema_id}: {exc}"
+            ) from exc
         except Exception as exc:
             raise RegistryError(
                 f"schema registry unavailable (schema id {schema_id}): {exc}"
@@ -121,3 +169,24 @@ class Registry:
             raise SchemaNotFoundError(
                 f"schema id {schema_id} is not a usable Avro record: {exc}"
             ) from exc
+
+    @staticmethod
+    def _retrying(what: str, call: Callable[[], T]) -> T:
+        """`call()`, retrying transient failures with backoff; the last failure is raised."""
+        deadline = time.monotonic() + _DEADLINE_S
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return call()
+            except SchemaRegistryError as exc:
+                if exc.http_status_code not in _TRANSIENT_STATUS:
+                    raise
+                failure: Exception = exc
+            except Exception as exc:  # no answer: refused, reset, timed out (httpx errors)
+                failure = exc
+            delay = _BACKOFF_S * 2 ** (attempt - 1) * random.uniform(0.5, 1.5)
+            if attempt >= _ATTEMPTS or time.monotonic() + delay >= deadline:
+                raise failure
+            log.warning("schema registry failed %s (%s); retrying in %.2fs", what, failure, delay)
+            time.sleep(delay)

@@ -25,6 +25,7 @@ from resultlog.schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
 from resultlog.schemas.errors import (
     DecodeError,
     OutOfRangeError,
+    RegistryNotConfiguredError,
     SchemaError,
     UnknownFormatVersionError,
     UnknownSchemaError,
@@ -180,13 +181,31 @@ class _RecordCodec(Generic[ModelT]):
         schema_id = int.from_bytes(raw[1:_REGISTRY_HEADER], "big")
         if registry is None:
             reason = f"registry-framed value (schema id {schema_id}) but no registry is configured"
-            raise _fail(UnknownSchemaError, reason, raw, where)
+            if not self._is_registry_framed_record(raw):
+                raise _fail(UnknownSchemaError, reason, raw, where)
+            # One of our records, written with a registry: the reader is misconfigured.
+            reason += "; set RESULTLOG_SCHEMA_REGISTRY_URL to the registry its writers use"
+            raise _fail(RegistryNotConfiguredError, reason, raw, where)
         try:
             writer = registry.writer(schema_id)
         except SchemaNotFoundError as exc:
             raise _fail(UnknownSchemaError, str(exc), raw, where) from exc
         writer = self._catalog.by_fingerprint(writer.fingerprint) or writer
         return self._check_name(writer, f"schema id {schema_id}", raw, where)
+
+    def _is_registry_framed_record(self, raw: bytes) -> bool:
+        """Whether the body after a registry header is a whole record of a shipped version
+        (random bytes starting with 0x00 almost never are: they stay poison)."""
+        for version in reversed(self._catalog.versions(self.name)):
+            buf = BytesIO(raw)
+            buf.seek(_REGISTRY_HEADER)
+            try:
+                datum = schemaless_reader(buf, version.parsed, None)
+            except Exception:  # not this version's body; try the next
+                continue
+            if buf.tell() == len(raw) and isinstance(datum, dict):
+                return datum.get("format_version") in SUPPORTED_FORMAT_VERSIONS
+        return False
 
     def _check_name(
         self, writer: SchemaVersion, label: str, raw: bytes, where: Where

@@ -21,7 +21,8 @@ from confluent_kafka.admin import (
 
 from resultlog.producer.offline import ModelServer
 from resultlog.settings import Settings
-from tests.faults.support import MODEL, cli, env_for, report, resultlog, wait_for
+from tests.factories import cli_env_for as env_for
+from tests.faults.support import MODEL, cli, report, resultlog, wait_for
 
 pytestmark = pytest.mark.faults
 
