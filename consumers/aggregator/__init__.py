@@ -33,13 +33,13 @@ write them again: DLQ delivery is at-least-once.
 
 from resultlog.consumers.aggregator._api import (
     BadRequestError,
-    HttpServer,
     create_app,
     run_key_from_path,
 )
 from resultlog.consumers.aggregator._health import Health
+from resultlog.consumers.aggregator._http import HttpServer
 from resultlog.consumers.aggregator._service import Aggregator
-from resultlog.consumers.aggregator._state import Lookup
+from resultlog.consumers.aggregator._state import Lookup, RunsPage
 
 __all__ = [
     "Aggregator",
@@ -47,6 +47,7 @@ __all__ = [
     "Health",
     "HttpServer",
     "Lookup",
+    "RunsPage",
     "create_app",
     "run_key_from_path",
 ]

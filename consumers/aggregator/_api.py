@@ -1,21 +1,27 @@
-"""The aggregator's HTTP read API: run summaries, health and metrics (starlette on uvicorn).
+"""The aggregator's HTTP read API: run summaries, health and metrics (a starlette app).
 
 Threading: the consumer loop runs in its own thread and the HTTP server in an asyncio loop;
 the endpoints are plain functions, so starlette runs them in its thread pool and waiting for
 the aggregator's state lock never blocks the event loop.
+
+Paths accept what ordinary clients send: each segment is percent-decoded whatever the case of
+its escapes, and the characters `encodeURIComponent` and RFC 3986 leave unescaped in a path
+segment are taken as themselves (`(`, `)`, `!`, `*`, `'`, `:`, `@`, `+`...). The decoded
+parts are the run key; keys on the wire stay canonical. A part is at most 256 characters, as
+on the command line. `/runs` pages: `limit`, then `cursor` (opaque) to continue; the response
+is the list of summaries with the total in `X-Total-Count` and the next page in `Link` (rel
+next) and `X-Next-Cursor`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+import base64
+import binascii
+import re
+from collections.abc import Mapping
 from typing import Protocol
+from urllib.parse import unquote_to_bytes, urlencode
 
-import uvicorn
 from pydantic import TypeAdapter
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -24,13 +30,20 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from resultlog.consumers.aggregator._health import Health
-from resultlog.consumers.aggregator._state import Lookup
-from resultlog.schemas import DecodeError, RunKey, RunSummary, decode_run_key
+from resultlog.consumers.aggregator._state import Lookup, RunsPage
+from resultlog.schemas import (
+    DecodeError,
+    InvalidRunKeyError,
+    RunKey,
+    RunSummary,
+    decode_run_key,
+    encode_run_key,
+)
 
 __all__ = [
     "MAX_LIMIT",
+    "MAX_PART",
     "BadRequestError",
-    "HttpServer",
     "SummarySource",
     "create_app",
     "run_key_from_path",
@@ -38,7 +51,12 @@ __all__ = [
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
+MAX_PART = 256  # characters of a run key part, as the command line allows
 _PREFIX = b"/runs/"
+_NAMES = ("run_id", "benchmark", "model")
+# A path segment: RFC 3986 pchar (unreserved, sub-delims, ':' '@') or a %XX escape of any case.
+_SEGMENT = re.compile(rb"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+")
+_MAX_SEGMENT_BYTES = MAX_PART * 12  # each character a 4-byte UTF-8 sequence, each byte %XX
 _SUMMARIES = TypeAdapter(list[RunSummary])
 _FILTERS = {"run_id": "run_id", "benchmark": "benchmark", "model": "model"}
 
@@ -50,15 +68,16 @@ class SummarySource(Protocol):
         """One run's current summary."""
         ...
 
-    def summaries(
+    def page(
         self,
         *,
         run_id: str | None = None,
         benchmark: str | None = None,
         model: str | None = None,
+        after: RunKey | None = None,
         limit: int | None = None,
-    ) -> list[RunSummary]:
-        """Current summaries, filtered, in run key order."""
+    ) -> RunsPage:
+        """A page of current summaries, filtered, in run key order after `after`."""
         ...
 
     def health(self) -> Health:
@@ -75,17 +94,53 @@ class BadRequestError(ValueError):
 
 
 def run_key_from_path(raw_path: bytes) -> RunKey:
-    """The run key of `/runs/{run_id}/{benchmark}/{model}`, segments percent-encoded as keys."""
+    """The run key of `/runs/{run_id}/{benchmark}/{model}`, each segment percent-encoded."""
     path = raw_path.split(b"?", 1)[0]
     if not path.startswith(_PREFIX):
         raise BadRequestError("the path must start with /runs/ (unencoded)")
+    segments = path[len(_PREFIX) :].split(b"/")
+    if len(segments) != len(_NAMES):
+        raise _bad_path(f"found {len(segments)} segments, expected 3")
+    parts = [_part(name, segment) for name, segment in zip(_NAMES, segments, strict=True)]
     try:
-        return decode_run_key(path[len(_PREFIX) :])
-    except DecodeError as exc:
-        raise BadRequestError(
-            f"expected /runs/{{run_id}}/{{benchmark}}/{{model}}, each segment percent-encoded "
-            f"as in keys (e.g. openai%2Fgpt-4o): {exc.reason}"
-        ) from exc
+        return RunKey(*parts)
+    except InvalidRunKeyError as exc:
+        raise _bad_path(str(exc)) from exc
+
+
+def _part(name: str, segment: bytes) -> str:
+    """One decoded path segment: bounded, well-escaped, UTF-8."""
+    if len(segment) > _MAX_SEGMENT_BYTES:
+        raise _bad_path(f"{name} is longer than {MAX_PART} characters")
+    if not _SEGMENT.fullmatch(segment):
+        raise _bad_path(f"{name} {segment[:40]!r} is empty or has a bad percent-escape")
+    try:
+        value = unquote_to_bytes(segment).decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad_path(f"{name} {segment[:40]!r} is not percent-encoded UTF-8") from None
+    if len(value) > MAX_PART:
+        raise _bad_path(f"{name} is longer than {MAX_PART} characters")
+    return value
+
+
+def _bad_path(reason: str) -> BadRequestError:
+    return BadRequestError(
+        "expected /runs/{run_id}/{benchmark}/{model}, each segment percent-encoded "
+        f"(e.g. openai%2Fgpt-4o): {reason}"
+    )
+
+
+def cursor_of(run_key: RunKey) -> str:
+    """The opaque cursor of the page after `run_key`."""
+    return base64.urlsafe_b64encode(encode_run_key(run_key)).decode("ascii").rstrip("=")
+
+
+def _after(cursor: str) -> RunKey:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return decode_run_key(raw)
+    except (binascii.Error, ValueError, DecodeError):
+        raise BadRequestError(f"cursor {cursor[:40]!r} is not one this API gave out") from None
 
 
 def create_app(source: SummarySource) -> Starlette:
@@ -93,8 +148,17 @@ def create_app(source: SummarySource) -> Starlette:
 
     def list_runs(request: Request) -> Response:
         filters, limit = _list_params(request)
-        found = source.summaries(limit=limit, **filters)
-        return Response(_SUMMARIES.dump_json(found), media_type="application/json")
+        cursor = request.query_params.get("cursor")
+        after = _after(cursor) if cursor is not None else None
+        found = source.page(after=after, limit=limit, **filters)
+        headers = {"X-Total-Count": str(found.total)}
+        if found.next_after is not None:
+            following = cursor_of(found.next_after)
+            query = urlencode({**filters, "limit": limit, "cursor": following})
+            headers["X-Next-Cursor"] = following
+            headers["Link"] = f'<{request.url.replace(query=query)}>; rel="next"'
+        body = _SUMMARIES.dump_json(found.summaries)
+        return Response(body, media_type="application/json", headers=headers)
 
     def get_run(request: Request) -> Response:
         run_key = run_key_from_path(request.scope["raw_path"])
@@ -160,82 +224,3 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _bad_request(request: Request, exc: Exception) -> Response:
     return _error(400, "bad_request", str(exc))
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the caller decides when to stop."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-class HttpServer:
-    """uvicorn on a socket bound up front, so port 0 is resolved before serving starts."""
-
-    def __init__(self, app: Starlette, host: str = "127.0.0.1", port: int = 8080) -> None:
-        self._socket = _listen(host, port)
-        config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
-        )
-        self._server = _Server(config)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """The bound address, e.g. http://127.0.0.1:43123."""
-        host, port = self._socket.getsockname()[:2]
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-    @property
-    def started(self) -> bool:
-        """True once uvicorn accepts connections."""
-        return bool(self._server.started)
-
-    async def serve(self, should_stop: Callable[[], bool] | None = None) -> None:
-        """Serve until `stop()` is called or `should_stop()` turns true."""
-        task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
-        while not task.done():
-            if should_stop is not None and should_stop():
-                self.stop()
-            await asyncio.wait({task}, timeout=0.1)
-        await task
-
-    def stop(self) -> None:
-        """Ask the server to finish (thread-safe)."""
-        self._server.should_exit = True
-
-    def start_in_thread(self, timeout_s: float = 10.0) -> None:
-        """Serve from a background thread (tests, benchmarks); wait until it accepts."""
-        self._thread = threading.Thread(
-            target=asyncio.run, args=(self.serve(),), name="resultlog-http", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise TimeoutError("the HTTP server did not start")
-            time.sleep(0.01)
-
-    def close(self) -> None:
-        """Stop a server started with `start_in_thread` and release the socket."""
-        self.stop()
-        if self._thread is not None:
-            self._thread.join(10)
-        self._socket.close()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket; OSError if the address cannot be bound."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # An explicit IPPROTO_TCP: asyncio sets TCP_NODELAY only on accepted sockets of that
-    # protocol, and without it each keep-alive response waits ~40 ms for a delayed ACK.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(512)
-    except BaseException:
-        sock.close()
-        raise
-    return sock

@@ -11,7 +11,7 @@ from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.aggregator._kafka import consumer_overrides
 from resultlog.consumers.aggregator._loop import ConsumerLoop
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator._state import Lookup, Shared, utc_now
+from resultlog.consumers.aggregator._state import Lookup, RunsPage, Shared, utc_now
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, RunSummary
 
@@ -113,13 +113,27 @@ class Aggregator:
         limit: int | None = None,
     ) -> list[RunSummary]:
         """Current summaries of the runs this instance serves, in run key order."""
+        found = self.page(run_id=run_id, benchmark=benchmark, model=model, limit=limit)
+        return found.summaries
+
+    def page(
+        self,
+        *,
+        run_id: str | None = None,
+        benchmark: str | None = None,
+        model: str | None = None,
+        after: RunKey | None = None,
+        limit: int | None = None,
+    ) -> RunsPage:
+        """A page of the current summaries (in run key order, after `after`) and the total."""
         return self._fresh(
-            lambda late: self._shared.state.summaries(
+            lambda late: self._shared.state.page(
                 utc_now(),
                 compute=late,
                 run_id=run_id,
                 benchmark=benchmark,
                 model=model,
+                after=after,
                 limit=limit,
             )
         )

@@ -7,6 +7,7 @@ asking instead for summaries the consumer thread computes between batches (`take
 
 from __future__ import annotations
 
+import bisect
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,7 +16,15 @@ from resultlog.consumers.aggregator._health import Health, PartitionHealth
 from resultlog.consumers.fold import RunFold
 from resultlog.schemas import AsOf, RecordId, RunKey, RunSummary, SampleResult, partition_for
 
-__all__ = ["AggregatorState", "Job", "Lookup", "PartitionState", "Shared", "utc_now"]
+__all__ = [
+    "AggregatorState",
+    "Job",
+    "Lookup",
+    "PartitionState",
+    "RunsPage",
+    "Shared",
+    "utc_now",
+]
 
 
 @dataclass
@@ -92,6 +101,16 @@ class PartitionState:
             run.cached = run.fold.summary(self.as_of(now))
             run.cached_version = run.version
         return run.cached
+
+
+@dataclass(frozen=True)
+class RunsPage:
+    """One page of the served runs: its summaries, how many runs match in all, and the run
+    key to continue after (None: this is the last page)."""
+
+    summaries: list[RunSummary]
+    total: int
+    next_after: RunKey | None
 
 
 @dataclass(frozen=True)
@@ -182,7 +201,7 @@ class AggregatorState:
             return None
         return Lookup(state.summary(run_key, now), partition, assigned=True, rebuilding=False)
 
-    def summaries(
+    def page(
         self,
         now: datetime,
         *,
@@ -190,10 +209,12 @@ class AggregatorState:
         run_id: str | None = None,
         benchmark: str | None = None,
         model: str | None = None,
+        after: RunKey | None = None,
         limit: int | None = None,
-    ) -> list[RunSummary] | None:
-        """Summaries of served runs in run key order, filtered; None (and wishes) if stale."""
-        chosen = sorted(
+    ) -> RunsPage | None:
+        """Served runs in run key order, filtered, after `after`, at most `limit` of them, and
+        how many match in all; None (and wishes) if a summary must be computed first."""
+        matching = sorted(
             (
                 (run_key, state)
                 for state in self.partitions.values()
@@ -205,12 +226,33 @@ class AggregatorState:
                 and (model is None or run_key.model == model)
             ),
             key=lambda item: item[0],
-        )[:limit]
+        )
+        start = 0 if after is None else bisect.bisect_right(matching, after, key=lambda i: i[0])
+        end = len(matching) if limit is None else start + limit
+        chosen = matching[start:end]
         stale = {k: s.partition for k, s in chosen if not s.runs[k].fresh}
         if stale and not compute:
             self.wanted.update(stale)
             return None
-        return [summary for k, s in chosen if (summary := s.summary(k, now)) is not None]
+        summaries = [summary for k, s in chosen if (summary := s.summary(k, now)) is not None]
+        more = end < len(matching) and bool(chosen)
+        return RunsPage(summaries, len(matching), chosen[-1][0] if more else None)
+
+    def summaries(
+        self,
+        now: datetime,
+        *,
+        compute: bool,
+        run_id: str | None = None,
+        benchmark: str | None = None,
+        model: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunSummary] | None:
+        """Summaries of served runs in run key order, filtered; None (and wishes) if stale."""
+        found = self.page(
+            now, compute=compute, run_id=run_id, benchmark=benchmark, model=model, limit=limit
+        )
+        return None if found is None else found.summaries
 
     def want_changed(self, partitions: set[int] | None = None) -> None:
         """Ask for the summaries of changed runs of caught-up partitions (to publish them)."""

@@ -83,8 +83,6 @@ MALFORMED = (
     "/runs/r2//openai%2Fgpt-4o",
     "/runs/r2/mmlu/openai%2Fgpt-4o/",
     "/runs/r2/mmlu/openai%zzgpt",
-    "/runs/r2/mmlu/openai%2fgpt-4o",  # not the canonical (upper-case) escape
-    "/runs/r2/mmlu/%41",  # 'A' needs no escape: not canonical
 )
 
 
