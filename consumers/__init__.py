@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold, fold
 from resultlog.consumers.purge import PurgeError, purge_run
-from resultlog.consumers.replay import ReplayResult, replay_all, replay_run
+from resultlog.consumers.replay import (
+    PublishReport,
+    ReplayResult,
+    publish_replayed,
+    replay_all,
+    replay_run,
+)
 from resultlog.consumers.resume import (
     ResumeState,
     RunRecords,
@@ -29,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Aggregator",
     "ConsumerError",
+    "PublishReport",
     "PurgeError",
     "ReplayResult",
     "ResumeState",
@@ -37,6 +44,7 @@ __all__ = [
     "RunStatus",
     "SummaryPublisher",
     "fold",
+    "publish_replayed",
     "purge_run",
     "read_run_records",
     "replay_all",

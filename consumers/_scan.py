@@ -19,14 +19,16 @@ def scan(
     consumer: Consumer, topic: str, partitions: Iterable[int], timeout_s: float
 ) -> tuple[dict[int, int], Iterator[Message]]:
     """The high watermarks of the partitions, and every message below them in offset order."""
-    ends: dict[int, int] = {}
+    highs: dict[int, int] = {}
+    ends: dict[int, int] = {}  # the partitions with messages to read
     for partition in partitions:
         low, high = consumer.get_watermark_offsets(
             TopicPartition(topic, partition), timeout=timeout_s, cached=False
         )
+        highs[partition] = high
         if high > low:
             ends[partition] = high
-    return ends, _messages(consumer, topic, dict(ends), timeout_s)
+    return highs, _messages(consumer, topic, ends, timeout_s)
 
 
 def _messages(

@@ -18,23 +18,29 @@ from resultlog.consumers._ingest import ingest
 from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold, fold
-from resultlog.consumers.resume import read_run_records
+from resultlog.consumers.resume import read_run_records_to
+from resultlog.consumers.summaries import SummaryPublisher, latest_summaries
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import AsOf, Codec, RunKey, RunSummary
+from resultlog.schemas import AsOf, Codec, RunKey, RunSummary, partition_for
 
-__all__ = ["ReplayResult", "replay_all", "replay_run"]
+__all__ = ["PublishReport", "ReplayResult", "publish_replayed", "replay_all", "replay_run"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class ReplayResult:
-    """Summaries recomputed from the topic, and what could not be read."""
+    """Summaries recomputed from the topic, and what could not be read.
+
+    `unreadable`: runs with a key whose latest value could not be decoded (their summaries
+    miss it, so they are never published).
+    """
 
     summaries: dict[RunKey, RunSummary] = field(default_factory=dict)
     records: int = 0
     undecodable: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    unreadable: set[RunKey] = field(default_factory=set)
 
     def count_bad(self, kind: str) -> None:
         """Count one undecodable record by its kind (one of consumers.dlq.REASON_KINDS)."""
@@ -44,10 +50,12 @@ class ReplayResult:
 
 def replay_run(kafka: KafkaConnection, run_key: RunKey) -> ReplayResult:
     """Recompute one run key's summary from its partition."""
-    records, undecodable, reasons = read_run_records(kafka, run_key)
-    as_of = AsOf(computed_at=datetime.now(UTC), source="replay")
+    (records, undecodable, reasons), offsets = read_run_records_to(kafka, run_key)
+    as_of = AsOf(computed_at=datetime.now(UTC), source="replay", offsets=offsets)
     result = ReplayResult(records=len(records), undecodable=undecodable, reasons=dict(reasons))
     result.summaries[run_key] = fold(records, run_key, as_of)
+    if undecodable:
+        result.unreadable.add(run_key)
     return result
 
 
@@ -58,46 +66,113 @@ def replay_all(
     timeout_s: float = 30.0,
 ) -> ReplayResult:
     """Recompute every run key's summary from every partition, up to the current end."""
-    topic, codec = kafka.results_topic, kafka.codec
+    topic = kafka.results_topic
     consumer = kafka.reader()
-    folds: dict[RunKey, RunFold] = {}
-    result = ReplayResult()
     try:
         count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
+        replayer = _Replayer(kafka.codec, count)
         ends, messages = scan(consumer, topic, range(count), timeout_s)
         total = sum(ends.values())
         for message in messages:
-            _apply(message, codec, folds, result, count)
-            if on_progress is not None and result.records % 10_000 == 0:
-                on_progress(result.records, total)
+            replayer.apply(message)
+            if on_progress is not None and replayer.result.records % 10_000 == 0:
+                on_progress(replayer.result.records, total)
     except KafkaException as exc:
         raise ConsumerError(f"cannot replay {topic}: {exc.args[0]}") from exc
     finally:
         consumer.close()
     offsets = {str(p): high for p, high in ends.items()}
-    as_of = AsOf(computed_at=datetime.now(UTC), source="replay", offsets=offsets)
-    result.summaries = {
-        key: folded.summary(as_of) for key, folded in sorted(folds.items()) if len(folded)
-    }
-    return result
+    return replayer.finish(AsOf(computed_at=datetime.now(UTC), source="replay", offsets=offsets))
 
 
-def _apply(
-    message: Message,
-    codec: Codec,
-    folds: dict[RunKey, RunFold],
-    result: ReplayResult,
-    partitions: int,
-) -> None:
-    result.records += 1
-    item = ingest(message, codec, partitions)  # the aggregator's rule, message for message
-    if item.poison is not None:
-        result.count_bad(item.poison.kind)
-    if item.record_id is None:
-        return
-    record_id = item.record_id
-    folded = folds.setdefault(record_id.run_key, RunFold(record_id.run_key))
-    if item.record is None:  # a tombstone, or an undecodable latest value: the key is gone
-        folded.remove(record_id.sample_index, record_id.epoch)
-    else:
-        folded.apply(item.record)
+class _Replayer:
+    """The folds of every run key met so far, and what could not be read."""
+
+    def __init__(self, codec: Codec, partitions: int) -> None:
+        self.codec = codec
+        self.partitions = partitions
+        self.result = ReplayResult()
+        self.folds: dict[RunKey, RunFold] = {}
+        self.bad: dict[RunKey, set[tuple[int, int]]] = {}  # keys whose latest is undecodable
+
+    def apply(self, message: Message) -> None:
+        """Fold one message in, by the aggregator's rule (`ingest`)."""
+        self.result.records += 1
+        item = ingest(message, self.codec, self.partitions)
+        if item.poison is not None:
+            self.result.count_bad(item.poison.kind)
+        if item.record_id is None:
+            return
+        run_key, key = item.record_id.run_key, (item.record_id.sample_index, item.record_id.epoch)
+        if item.poison is None:
+            self.bad.get(run_key, set()).discard(key)
+        else:
+            self.bad.setdefault(run_key, set()).add(key)
+        folded = self.folds.setdefault(run_key, RunFold(run_key))
+        if item.record is None:  # a tombstone, or an undecodable latest value: the key is gone
+            folded.remove(*key)
+        else:
+            folded.apply(item.record)
+
+    def finish(self, as_of: AsOf) -> ReplayResult:
+        """The summaries of the runs that have records."""
+        result = self.result
+        result.summaries = {
+            key: folded.summary(as_of) for key, folded in sorted(self.folds.items()) if len(folded)
+        }
+        result.unreadable = {run_key for run_key, keys in self.bad.items() if keys}
+        return result
+
+
+@dataclass(frozen=True)
+class PublishReport:
+    """What `publish_replayed` did: published, left alone, refused."""
+
+    published: int
+    as_fresh: int  # the topic already held a summary covering as much of the log
+    empty: int  # runs without records: nothing to publish
+    unreadable: tuple[RunKey, ...]  # runs with records that could not be read: refused
+
+    def describe(self, topic: str) -> str:
+        """One line for people."""
+        return (
+            f"published {self.published} summaries to {topic} ({self.as_fresh} already as "
+            f"fresh there, {self.empty} without records, {len(self.unreadable)} refused)"
+        )
+
+
+def publish_replayed(
+    kafka: KafkaConnection, result: ReplayResult, *, timeout_s: float = 30.0
+) -> PublishReport:
+    """Publish replayed summaries, never going backwards.
+
+    A run without records is not published (its summary would be a phantom, or resurrect a
+    purged run); nor is one with records that could not be read (its summary would miss
+    them); nor one whose summary on the topic already covers as much of the log (offsets),
+    so a replay that raced a live aggregator never overwrites its fresher summary. What a
+    stale publication could still break, the aggregator corrects (consumers.aggregator).
+    """
+    count = kafka.settings.partitions  # checked against the topics by every client
+    runs = {k: s for k, s in result.summaries.items() if k not in result.unreadable}
+    with_records = {k: s for k, s in runs.items() if s.records}
+    on_topic = latest_summaries(kafka, with_records, timeout_s=timeout_s)
+    fresh = [
+        summary
+        for run_key, summary in with_records.items()
+        if not _covers(on_topic.get(run_key), summary, str(partition_for(run_key, count)))
+    ]
+    published = SummaryPublisher(kafka).publish_all(fresh, timeout_s) if fresh else 0
+    return PublishReport(
+        published=published,
+        as_fresh=len(with_records) - len(fresh),
+        empty=len(runs) - len(with_records),
+        unreadable=tuple(sorted(result.unreadable)),
+    )
+
+
+def _covers(current: RunSummary | None, replayed: RunSummary, partition: str) -> bool:
+    """Whether `current` was computed from at least as much of the partition as `replayed`."""
+    if current is None or current.as_of is None or replayed.as_of is None:
+        return False
+    seen, ours = current.as_of.offsets.get(partition), replayed.as_of.offsets.get(partition)
+    return seen is not None and ours is not None and seen >= ours

@@ -33,6 +33,7 @@ __all__ = [
     "RunStatus",
     "latest_run_values",
     "read_run_records",
+    "read_run_records_to",
     "resume_state",
     "run_keys_of",
     "run_status",
@@ -97,7 +98,14 @@ def read_run_records(
     it starts. Values of other run keys are never decoded: keys are filtered by byte prefix
     and only the latest value per key is decoded at the end.
     """
-    partition, latest = latest_run_values(kafka, run_key, timeout_s=timeout_s)
+    return _read_run_records(kafka, run_key, timeout_s)[0]
+
+
+def _read_run_records(
+    kafka: KafkaConnection, run_key: RunKey, timeout_s: float
+) -> tuple[RunRecords, int, int]:
+    """The run key's records, its partition and the high watermark they were read up to."""
+    partition, end, latest = _latest_values_to_end(kafka, run_key, timeout_s)
     topic, codec = kafka.results_topic, kafka.codec
     records: list[SampleResult] = []
     reasons: Counter[str] = Counter()
@@ -112,21 +120,36 @@ def read_run_records(
         except DecodeError as exc:
             reasons[reason_kind(exc)] += 1
             log.warning("resume ignores an undecodable record: %s", exc)
-    return RunRecords(records, reasons.total(), MappingProxyType(dict(reasons)))
+    return RunRecords(records, reasons.total(), MappingProxyType(dict(reasons))), partition, end
+
+
+def read_run_records_to(
+    kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0
+) -> tuple[RunRecords, dict[str, int]]:
+    """The run key's records and the offsets read up to ({partition: high watermark}), as a
+    summary's `as_of.offsets` names them."""
+    loaded, partition, end = _read_run_records(kafka, run_key, timeout_s)
+    return loaded, {str(partition): end}
 
 
 def latest_run_values(
     kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0
 ) -> tuple[int, dict[bytes, tuple[int, bytes]]]:
     """The run key's partition and, per live key of the run, its latest (offset, raw value)."""
+    partition, _, latest = _latest_values_to_end(kafka, run_key, timeout_s)
+    return partition, latest
+
+
+def _latest_values_to_end(
+    kafka: KafkaConnection, run_key: RunKey, timeout_s: float
+) -> tuple[int, int, dict[bytes, tuple[int, bytes]]]:
     topic = kafka.results_topic
     consumer = kafka.reader()
     try:
         count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
         partition = partition_for(run_key, count)
-        return partition, _latest_values(
-            consumer, topic, partition, run_key_prefix(run_key), timeout_s
-        )
+        end, latest = _latest_values(consumer, topic, partition, run_key_prefix(run_key), timeout_s)
+        return partition, end, latest
     except KafkaException as exc:
         raise ConsumerError(f"cannot read {topic} for {run_key}: {exc.args[0]}") from exc
     finally:
@@ -174,9 +197,9 @@ def resume_state(
 
 def _latest_values(
     consumer: Consumer, topic: str, partition: int, prefix: bytes, timeout_s: float
-) -> dict[bytes, tuple[int, bytes]]:
+) -> tuple[int, dict[bytes, tuple[int, bytes]]]:
     latest: dict[bytes, tuple[int, bytes]] = {}
-    _, messages = scan(consumer, topic, [partition], timeout_s)
+    ends, messages = scan(consumer, topic, [partition], timeout_s)
     for message in messages:
         key = message.key()
         if key is not None and key.startswith(prefix):
@@ -185,7 +208,7 @@ def _latest_values(
                 latest.pop(key, None)
             else:
                 latest[key] = (message.offset() or 0, value)
-    return latest
+    return ends.get(partition, 0), latest
 
 
 @dataclass(frozen=True)

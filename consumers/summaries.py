@@ -5,13 +5,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, KafkaException, Message
 
+from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
-from resultlog.schemas import RegistryError, RunKey, RunSummary, encode_run_key, partition_for
+from resultlog.schemas import (
+    Codec,
+    DecodeError,
+    RegistryError,
+    RunKey,
+    RunSummary,
+    encode_run_key,
+    partition_for,
+)
 
-__all__ = ["SummaryPublisher"]
+__all__ = ["SummaryPublisher", "latest_summaries"]
 
 log = logging.getLogger(__name__)
 
@@ -102,3 +111,37 @@ class SummaryPublisher:
         self._failed.append((run_key, reason))
         if self._on_failure is not None:
             self._on_failure(run_key, reason)
+
+
+def latest_summaries(
+    kafka: KafkaConnection, run_keys: Iterable[RunKey], *, timeout_s: float = 30.0
+) -> dict[RunKey, RunSummary | None]:
+    """The summaries topic's latest value for each of these run keys that has one (None: a
+    tombstone, or a value that cannot be decoded)."""
+    wanted = {encode_run_key(run_key): run_key for run_key in run_keys}
+    topic = kafka.summaries_topic
+    latest: dict[RunKey, bytes | None] = {}
+    consumer = kafka.reader()
+    try:
+        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
+        partitions = sorted({partition_for(run_key, count) for run_key in wanted.values()})
+        _, messages = scan(consumer, topic, partitions, timeout_s)
+        for message in messages:
+            run_key = wanted.get(message.key() or b"")
+            if run_key is not None:
+                latest[run_key] = message.value()
+    except KafkaException as exc:
+        raise ConsumerError(f"cannot read {topic}: {exc.args[0]}") from exc
+    finally:
+        consumer.close()
+    return {run_key: _decoded(kafka.codec, value, topic) for run_key, value in latest.items()}
+
+
+def _decoded(codec: Codec, value: bytes | None, topic: str) -> RunSummary | None:
+    if value is None:
+        return None
+    try:
+        return codec.decode_run_summary(value, topic=topic)
+    except DecodeError as exc:
+        log.warning("ignoring an undecodable summary: %s", exc)
+        return None

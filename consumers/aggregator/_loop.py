@@ -21,6 +21,7 @@ from confluent_kafka import (
 from resultlog.consumers._ingest import Ingested, ingest
 from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator._reconcile import SummaryWatcher
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
@@ -74,6 +75,7 @@ class ConsumerLoop:
             self._publisher = SummaryPublisher(
                 kafka, on_published=metrics.published.inc, on_failure=self._publish_failed
             )
+            self._watcher = SummaryWatcher(kafka)
             shared.state = AggregatorState(num_partitions=results)
             consumer.subscribe(
                 [self.topic],
@@ -96,6 +98,7 @@ class ConsumerLoop:
             while not self._stopping.is_set():
                 wait = min(_IDLE_WAIT_S, max(0.0, next_tick - time.monotonic()))
                 self._handle(self._receive(wait))
+                self._reconcile()
                 self._compute_wanted()
                 self._publisher.poll()
                 self._dlq.poll()
@@ -155,6 +158,21 @@ class ConsumerLoop:
             self._dead_letter(item)
         if unread:
             self._read_again(unread)
+
+    def _reconcile(self) -> None:
+        """Correct what others wrote on the summaries topic (see _reconcile)."""
+        self._watcher.poll()
+        with self._shared.lock:
+            found = self._watcher.corrections(self._state, utc_now())
+            for run_key in found.republish:
+                self._state.republish(run_key)
+        if found.republish or found.tombstones:
+            log.info(
+                "correcting the summaries topic: %d republished, %d tombstoned",
+                len(found.republish),
+                len(found.tombstones),
+            )
+        self._publisher.publish((run_key, None) for run_key in found.tombstones)
 
     def _registry_failed(self, exc: RegistryError) -> None:
         now = time.monotonic()
@@ -280,6 +298,7 @@ class ConsumerLoop:
             self._consumer.close()
         except (KafkaException, RuntimeError) as exc:
             log.warning("closing the consumer: %s", exc)
+        self._watcher.close()
         self._publisher.flush(10.0)
         self._dlq.flush(10.0)
 
@@ -291,6 +310,7 @@ class ConsumerLoop:
             self._consumer.close()
         except Exception as exc:  # the consumer may already be broken; nothing else to do
             log.debug("closing a failed consumer: %s", exc)
+        self._watcher.close()
 
     # -- rebalance callbacks (run on the consumer thread, inside consume/poll) ---------------
 
@@ -309,6 +329,7 @@ class ConsumerLoop:
         consumer.incremental_assign(
             [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in fresh]
         )
+        self._watcher.assign(fresh)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {p.partition for p in partitions}
@@ -320,6 +341,7 @@ class ConsumerLoop:
         self._drop({p.partition for p in partitions})
 
     def _drop(self, partitions: set[int]) -> None:
+        self._watcher.revoke(partitions)
         with self._shared.lock:
             for partition in partitions:
                 self._state.revoke(partition)

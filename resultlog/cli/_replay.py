@@ -11,9 +11,10 @@ from rich.progress import Progress
 
 from resultlog.cli._args import add_run_key, run_key_of
 from resultlog.cli._connect import connect
-from resultlog.consumers import ReplayResult, SummaryPublisher, replay_all, replay_run
+from resultlog.consumers import ReplayResult, publish_replayed, replay_all, replay_run
+from resultlog.errors import CliError
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunSummary
+from resultlog.schemas import RunKey, RunSummary
 
 __all__ = ["register"]
 
@@ -37,11 +38,22 @@ def replay_command(args: argparse.Namespace) -> int:
             result = replay_run(kafka, run_key_of(args, alternative="--all"))
         _warn_undecodable(result)
         summaries = list(result.summaries.values())
-        if args.publish:
-            count = SummaryPublisher(kafka).publish_all(summaries)
-            print(f"published {count} summaries to {kafka.summaries_topic}", file=sys.stderr)
+        refused = _publish(kafka, result) if args.publish else ()
     _print(summaries, as_list=args.all, as_json=args.json)
+    if refused:
+        more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
+        raise CliError(
+            f"not published: {refused[0]}{more} has records that could not be read, so its "
+            "summary would miss them; fix or purge them, then publish again"
+        )
     return 0
+
+
+def _publish(kafka: KafkaConnection, result: ReplayResult) -> tuple[RunKey, ...]:
+    """Publish what may be published; return the runs refused for unreadable records."""
+    report = publish_replayed(kafka, result)
+    print(report.describe(kafka.summaries_topic), file=sys.stderr)
+    return report.unreadable
 
 
 def _warn_undecodable(result: ReplayResult) -> None:
