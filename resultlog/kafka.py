@@ -108,6 +108,7 @@ class KafkaConnection:
         self._lock = threading.Lock()
         self._reachable = False
         self._policies_checked: set[str] = set()
+        self._policies_unknown: set[str] = set()  # warned once: the broker would not say
         self._policy_admin: AdminClient | None = None
 
     @property
@@ -223,7 +224,11 @@ class KafkaConnection:
         try:
             entries = future[resource].result(timeout=_DESCRIBE_TIMEOUT_S)
         except Exception as exc:  # the count is what matters most: go on without the policy
-            log.warning("cannot read the cleanup.policy of %s: %s", topic, exc)
+            with self._lock:
+                first = topic not in self._policies_unknown
+                self._policies_unknown.add(topic)
+            log.log(logging.WARNING if first else logging.DEBUG,
+                    "cannot read the cleanup.policy of %s: %s", topic, exc)  # fmt: skip
             return None
         entry = entries.get("cleanup.policy")
         return None if entry is None else str(entry.value or "")

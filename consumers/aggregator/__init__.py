@@ -26,6 +26,13 @@ starves ingestion, concurrent readers share one computation, and the answer stil
 record applied before the request. If the consumer thread is busy past a bound (a rebalance) or
 stopped, the reader computes under the lock itself.
 
+Others write the summaries topic too (`replay --publish`): the aggregator reads the summaries
+partitions it owns and corrects stale, phantom or deleted summaries once caught up
+(`_reconcile`). It stops with a one-line error when a topic no longer matches the settings
+(checked every few seconds and on every rebalance), and never dead-letters a record because
+the schema registry was away: it reads it again. The HTTP server (`_http`) bounds what slow or
+hostile clients can hold.
+
 Dead letters are written once per instance (offsets already read by this instance are not
 dead-lettered again when a partition is rebuilt), but another instance or a restart will
 write them again: DLQ delivery is at-least-once.

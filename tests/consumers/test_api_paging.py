@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import http.client
-import json
-from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 
@@ -13,21 +10,10 @@ from resultlog.consumers.aggregator import run_key_from_path
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from tests.consumers.support import path, wait_for, write_many
+from tests.consumers.test_api import raw_get
 from tests.factories import make_record
 
 MODEL = "openai/gpt-4o"
-
-
-def _get(base_url: str, raw_path: str) -> tuple[int, Any]:
-    """GET a path byte for byte (no client-side re-encoding)."""
-    parts = urlsplit(base_url)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
-    try:
-        connection.request("GET", raw_path)
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        connection.close()
 
 
 def test_runs_past_a_thousand_are_paged_with_a_cursor_and_a_total(
@@ -69,7 +55,7 @@ def test_runs_past_a_thousand_are_paged_with_a_cursor_and_a_total(
 
 def test_a_cursor_that_was_not_given_out_is_400(base_url: str) -> None:
     for cursor in ("%%%", "bm90LWEta2V5", "A"):
-        status, body = _get(base_url, f"/runs?cursor={cursor}")
+        status, body = raw_get(base_url, f"/runs?cursor={cursor}")
         assert (status, body["error"]) == (400, "bad_request"), cursor
 
 
@@ -87,7 +73,7 @@ def test_paths_as_ordinary_clients_send_them_find_the_run(
         f"/runs/{quote(run_key.run_id, safe='')}/arith/openai%2Fgpt%2D4o",
     ]
     for raw_path in spellings:
-        status, body = _get(base_url, raw_path)
+        status, body = raw_get(base_url, raw_path)
         assert status == 200, (raw_path, body)
         assert (body["run_id"], body["benchmark_id"], body["model"]) == (
             run_key.run_id,
@@ -102,9 +88,9 @@ def test_run_key_parts_longer_than_the_command_line_allows_are_400(base_url: str
         "/runs/" + "%C3%A9" * 257 + "/arith/m",
         "/runs/r/arith/" + "m" * 5000,
     ):
-        status, body = _get(base_url, raw_path)
+        status, body = raw_get(base_url, raw_path)
         assert status == 400 and "longer than 256 characters" in body["detail"], raw_path
-    status, _ = _get(base_url, "/runs/" + "a" * 256 + "/arith/m")
+    status, _ = raw_get(base_url, "/runs/" + "a" * 256 + "/arith/m")
     assert status == 404
 
 
