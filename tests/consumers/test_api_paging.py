@@ -9,9 +9,10 @@ import httpx
 from resultlog.consumers.aggregator import run_key_from_path
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.consumers.support import path, wait_for, write_many
-from tests.consumers.test_api import raw_get
-from tests.factories import make_record
+from tests.support.aggregator import path, raw_get
+from tests.support.kafka import write_many
+from tests.support.records import make_record
+from tests.support.waiting import wait_for
 
 MODEL = "openai/gpt-4o"
 

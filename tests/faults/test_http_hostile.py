@@ -22,9 +22,11 @@ from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.consumers.support import write_many
-from tests.factories import cli_env_for, make_record
-from tests.faults.support import report, resultlog, wait_for
+from tests.support.audit import report
+from tests.support.cli import child_env, cli_argv
+from tests.support.kafka import write_many
+from tests.support.records import make_record
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -146,8 +148,8 @@ def test_more_connections_than_descriptors_and_huge_paths(
     stderr_path = os.path.join(tmp_path, "stderr")
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(
-            resultlog("aggregator", "--http", "127.0.0.1:0"),
-            env=cli_env_for(settings),
+            cli_argv("aggregator", "--http", "127.0.0.1:0"),
+            env=child_env(settings),
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,

@@ -25,20 +25,16 @@ from resultlog.producer.offline import ModelServer
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
-from tests.consumers.support import bare, expected, path
-from tests.factories import cli_env_for as env_for
-from tests.factories import make_record
 from tests.faults.registry_proxy import RegistryProxy, registry_proxy
-from tests.faults.support import (
-    MODEL,
-    cli,
-    raw_run_records,
-    report,
-    resultlog,
-    topic_is_empty,
-    wait_for,
-)
-from tests.schemas.apicurio import ApicurioRegistry, start_apicurio
+from tests.support.aggregator import path
+from tests.support.apicurio import ApicurioRegistry, start_apicurio
+from tests.support.audit import report
+from tests.support.cli import child_env, cli_argv, run_cli
+from tests.support.kafka import message_count, raw_run_records
+from tests.support.records import make_record
+from tests.support.runs import MODEL
+from tests.support.summaries import bare, expected
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -70,12 +66,14 @@ def framed(settings: Settings, proxy: RegistryProxy) -> Settings:
 
 def _run(settings: Settings, run_id: str, base_url: str) -> subprocess.CompletedProcess[str]:
     args = ["run", "arith", "--model", MODEL, "--run-id", run_id, "--limit", str(SAMPLES)]
-    return cli(settings, *args, "--epochs", str(EPOCHS), "--base-url", base_url, "--json")
+    return run_cli(
+        child_env(settings), *args, "--epochs", str(EPOCHS), "--base-url", base_url, "--json"
+    )
 
 
 def _status(settings: Settings, run_id: str) -> subprocess.CompletedProcess[str]:
-    return cli(settings, "status", "--run-id", run_id, "--benchmark", "arith", "--model", MODEL,
-               "--json")  # fmt: skip
+    args = ["status", "--run-id", run_id, "--benchmark", "arith", "--model", MODEL, "--json"]
+    return run_cli(child_env(settings), *args)
 
 
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -183,7 +181,7 @@ def test_the_aggregator_waits_out_a_stalled_registry_and_dead_letters_nothing(
         aggregator.stop()
         server.close()
     assert served == expected(framed, run_key)
-    assert topic_is_empty(framed, framed.dlq_topic)
+    assert message_count(framed, framed.dlq_topic) == 0
     report("registry-stall-aggregator", stalled_s=8, dead_lettered=0, healthz_slow=0)
 
 
@@ -197,7 +195,7 @@ def test_a_reader_without_a_registry_refuses_registry_framed_records(
         asked = len(server.requests)
         refusals = {
             "status": _status(settings, "framed"),
-            "replay": cli(settings, "replay", *RUN_KEY),
+            "replay": run_cli(child_env(settings), "replay", *RUN_KEY),
             "run": _run(settings, "framed", server.base_url),
         }
         assert len(server.requests) == asked  # nothing paid for again
@@ -207,8 +205,8 @@ def test_a_reader_without_a_registry_refuses_registry_framed_records(
         assert "RESULTLOG_SCHEMA_REGISTRY_URL" in line, (command, line)
     assert len(raw_run_records(settings, run_key)) == written  # nothing rewritten
     process = subprocess.Popen(
-        resultlog("aggregator", "--http", "127.0.0.1:0"),
-        env=env_for(settings),
+        cli_argv("aggregator", "--http", "127.0.0.1:0"),
+        env=child_env(settings),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -216,7 +214,7 @@ def test_a_reader_without_a_registry_refuses_registry_framed_records(
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 1
     assert "no registry is configured" in stderr.strip().splitlines()[-1]
-    assert topic_is_empty(settings, settings.dlq_topic)
+    assert message_count(settings, settings.dlq_topic) == 0
     report("registry-missing", refused=len(refusals) + 1, paid_again=0, dead_lettered=0)
 
 

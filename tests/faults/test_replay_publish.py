@@ -17,9 +17,13 @@ from resultlog.consumers import (
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import AsOf, RunKey, encode_key, encode_run_key, partition_for
 from resultlog.settings import Settings
-from tests.consumers.support import bare, expected, produce_raw, published, wait_for, write
-from tests.factories import make_record
-from tests.faults.support import cli, report, serving_aggregator
+from tests.support.aggregator import serving_aggregator
+from tests.support.audit import report
+from tests.support.cli import child_env, run_cli
+from tests.support.kafka import produce_raw, write
+from tests.support.records import make_record
+from tests.support.summaries import bare, expected, published
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -34,7 +38,7 @@ def _records(run_key: RunKey, start: int, stop: int) -> list:  # type: ignore[ty
 
 def _replay(settings: Settings, run_key: RunKey, *extra: str):  # type: ignore[no-untyped-def]
     args = ["--run-id", run_key.run_id, "--benchmark", run_key.benchmark_id, "--model", MODEL]
-    return cli(settings, "replay", *args, *extra)
+    return run_cli(child_env(settings), "replay", *args, *extra)
 
 
 def test_publish_skips_runs_without_records_and_purged_runs(settings: Settings) -> None:
@@ -138,7 +142,7 @@ def test_publish_all_publishes_the_readable_runs_and_refuses_the_others(
     write(settings, _records(fine, 0, 5) + _records(garbled, 0, 5))
     partition = partition_for(garbled, settings.partitions)
     produce_raw(settings, [(encode_key(garbled, 2, 0), b"garbage", partition)])
-    done = cli(settings, "replay", "--all", "--publish", "--json")
+    done = run_cli(child_env(settings), "replay", "--all", "--publish", "--json")
     assert done.returncode == 1 and "not published: " in done.stderr, done.stderr
     latest = published(settings)
     assert latest[fine] == bare(replay_run(KafkaConnection(settings), fine).summaries[fine])

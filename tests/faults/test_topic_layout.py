@@ -22,8 +22,10 @@ from confluent_kafka.admin import (
 
 from resultlog.producer.offline import ModelServer
 from resultlog.settings import Settings
-from tests.factories import cli_env_for as env_for
-from tests.faults.support import MODEL, cli, report, resultlog, wait_for
+from tests.support.audit import report
+from tests.support.cli import child_env, cli_argv, run_cli
+from tests.support.runs import MODEL
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -39,13 +41,13 @@ def _one_line_error(done: subprocess.CompletedProcess[str]) -> str:
 
 def _run(settings: Settings, base_url: str) -> subprocess.CompletedProcess[str]:
     args = ["run", "arith", "--model", MODEL, "--run-id", "grown", "--limit", "10"]
-    return cli(settings, *args, "--epochs", "2", "--base-url", base_url, "--json")
+    return run_cli(child_env(settings), *args, "--epochs", "2", "--base-url", base_url, "--json")
 
 
 def _start_aggregator(settings: Settings) -> subprocess.Popen[str]:
     process = subprocess.Popen(
-        resultlog("aggregator", "--http", "127.0.0.1:0"),
-        env=env_for(settings),
+        cli_argv("aggregator", "--http", "127.0.0.1:0"),
+        env=child_env(settings),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -80,8 +82,8 @@ def test_a_results_topic_with_more_partitions_is_refused_by_every_client(
                 "and existing runs would look empty; refusing to use it"
             )
             refusals = {
-                "status": cli(settings, "status", *RUN, "--json"),
-                "replay": cli(settings, "replay", *RUN, "--json"),
+                "status": run_cli(child_env(settings), "status", *RUN, "--json"),
+                "replay": run_cli(child_env(settings), "replay", *RUN, "--json"),
                 "run": _run(settings, server.base_url),
             }
             for command, done in refusals.items():
@@ -111,8 +113,11 @@ def test_a_results_topic_that_deletes_records_is_refused(
         ],
     )
     admin.incremental_alter_configs([resource])[resource].result(30)
-    wait_for(lambda: cli(settings, "status", *RUN).returncode == 1, "the policy change to be seen")
-    done = cli(settings, "status", *RUN)
+    wait_for(
+        lambda: run_cli(child_env(settings), "status", *RUN).returncode == 1,
+        "the policy change to be seen",
+    )
+    done = run_cli(child_env(settings), "status", *RUN)
     assert _one_line_error(done) == (
         f"resultlog: error: topic {settings.results_topic} has cleanup.policy=delete but "
         "resultlog needs compact; refusing to use it"

@@ -10,7 +10,7 @@ import pytest
 
 from resultlog.kafka import UNREACHABLE_S, KafkaClientError, KafkaConnection
 from resultlog.settings import Settings
-from tests.factories import cli_env_for
+from tests.support.cli import child_env
 
 RUN_KEY = ["--run-id", "r", "--benchmark", "arith", "--model", "m"]
 COMMANDS = {
@@ -36,7 +36,7 @@ WALL_LIMIT_S = 25.0
 @pytest.mark.parametrize("case", sorted(UNREACHABLE))
 def test_every_command_fails_in_seconds_with_one_line(case: str) -> None:
     servers, reason = UNREACHABLE[case]
-    env = cli_env_for(Settings(bootstrap_servers=servers))
+    env = child_env(Settings(bootstrap_servers=servers))
     started = time.monotonic()
     processes = {
         name: subprocess.Popen(
