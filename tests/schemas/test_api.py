@@ -54,10 +54,12 @@ CONTRACT = [
     "WireFormat",
     "shipped_catalog",
     # errors
+    "ConfigurationError",
     "DecodeError",
     "KeyDecodeError",
     "OutOfRangeError",
     "RegistryError",
+    "RegistryNotConfiguredError",
     "ResultLogError",
     "SchemaError",
     "UnknownFormatVersionError",
