@@ -10,6 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold, fold
+from resultlog.consumers.history import KeyHistory, read_key_histories
+from resultlog.consumers.lease import (
+    Lease,
+    LeaseError,
+    LeaseHeldError,
+    RunLease,
+    claim_lease,
+    live_leases,
+)
 from resultlog.consumers.purge import PurgeError, purge_run
 from resultlog.consumers.replay import (
     PublishReport,
@@ -36,16 +45,24 @@ __all__ = [
     "Aggregator",
     "ConsumerError",
     "PublishReport",
+    "KeyHistory",
+    "Lease",
+    "LeaseError",
+    "LeaseHeldError",
     "PurgeError",
     "ReplayResult",
     "ResumeState",
     "RunFold",
+    "RunLease",
     "RunRecords",
     "RunStatus",
     "SummaryPublisher",
+    "claim_lease",
     "fold",
     "publish_replayed",
+    "live_leases",
     "purge_run",
+    "read_key_histories",
     "read_run_records",
     "replay_all",
     "replay_run",

@@ -15,7 +15,10 @@ from resultlog.producer.benchmarks import Sample
 from resultlog.producer.model_client import Completion
 from resultlog.schemas import TRUSTED_JSON, RecordStatus, RunKey, SampleResult, ScoreValue, Worker
 
-__all__ = ["RunIdentity", "completed_record", "degraded_record"]
+__all__ = ["INPUT_REF", "RunIdentity", "completed_record", "degraded_record"]
+
+INPUT_REF = '{"ref":"input"}'
+"""`content_parts` of a prompt message whose text is the record's `input`, kept once there."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ def completed_record(
             "metrics": scored.metrics,
             "trajectory": _json_or_none(scored.trajectory),
         },
-        messages=[*map(_prompt_message, prompt), _assistant_message(completion)],
+        messages=[*_prompt_messages(prompt, sample.input), _assistant_message(completion)],
         response_items=_json_or_none(completion.response_items),
         generation_ids=tuple(ids),
         usage=_usage(completion),
@@ -122,6 +125,19 @@ def _usage(completion: Completion) -> dict[str, Any] | None:
         "reasoning_tokens": usage.reasoning_tokens,
         "total_cost": usage.cost or 0.0,
     }
+
+
+def _prompt_messages(prompt: Sequence[Mapping[str, Any]], text: str) -> list[dict[str, Any]]:
+    """The prompt's messages; a user turn that is exactly the input refers to `input` instead.
+
+    The input is stored once (it may be most of a long-context record): in `input`, where
+    every reader finds it, and the message says so with content_parts INPUT_REF.
+    """
+    messages = [_prompt_message(message) for message in prompt]
+    for message in messages:
+        if text and message["role"] == "user" and message["content"] == text:
+            message.update(content=None, content_parts=INPUT_REF)
+    return messages
 
 
 def _prompt_message(message: Mapping[str, Any]) -> dict[str, Any]:

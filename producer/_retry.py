@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from resultlog.producer.errors import PersistenceError
 from resultlog.producer.store import ResultStore
@@ -14,6 +16,8 @@ from resultlog.schemas import SampleResult
 __all__ = ["WritePolicy"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -31,17 +35,21 @@ class WritePolicy:
     async def write(self, store: ResultStore, record: SampleResult) -> None:
         """Write the record, retrying failures; raise PersistenceError when out of attempts."""
         where = f"sample {record.sample_id} epoch {record.epoch}"
+        await self.retry(f"persist {where}", lambda: store.write(record))
+
+    async def retry(self, what: str, action: Callable[[], Awaitable[T]]) -> T:
+        """Run `action`, retrying failures; raise PersistenceError saying it could not `what`."""
         for attempt in range(1, self.attempts + 1):
             try:
-                await store.write(record)
-                return
+                return await action()
             except Exception as exc:  # any store's failure counts, not only Kafka's
                 retriable = not isinstance(exc, PersistenceError) or exc.retriable
                 if not retriable or attempt == self.attempts:
                     raise PersistenceError(
-                        f"could not persist {where} after {attempt} attempt(s): {exc}",
+                        f"could not {what} after {attempt} attempt(s): {exc}",
                         retriable=False,
                     ) from exc
                 delay = self.delay(attempt)
-                log.warning("writing %s failed (%s); retrying in %.2fs", where, exc, delay)
+                log.warning("could not %s (%s); retrying in %.2fs", what, exc, delay)
                 await asyncio.sleep(delay)
+        raise AssertionError("unreachable: attempts >= 1")

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from resultlog.consumers import ResumeState, RunFold
+from resultlog.producer._degraded import persist_degraded
 from resultlog.producer._records import RunIdentity, completed_record, degraded_record
 from resultlog.producer._retry import WritePolicy
 from resultlog.producer.benchmarks import Benchmark, Sample
 from resultlog.producer.context import SampleContext, sample_scope
-from resultlog.producer.errors import ModelError, ProducerError, SolverError
+from resultlog.producer.errors import BenchmarkError, ModelError, ProducerError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
 from resultlog.producer.store import NoopResultStore, ResultStore
 from resultlog.schemas import (
@@ -24,11 +26,21 @@ from resultlog.schemas import (
     ScoreValue,
 )
 
-__all__ = ["Progress", "RunResult", "Solver", "WritePolicy", "model_solver", "run_benchmark"]
+__all__ = [
+    "LeaseFactory",
+    "Progress",
+    "RunResult",
+    "Solver",
+    "WritePolicy",
+    "model_solver",
+    "run_benchmark",
+]
 
 log = logging.getLogger(__name__)
 
 Solver = Callable[[Benchmark, Sample], Awaitable[Completion]]
+# Claims the run key's samples [start, end) for the run's duration, or raises (a live holder).
+LeaseFactory = Callable[[RunKey, tuple[int, int]], AbstractContextManager[object]]
 
 
 @dataclass(frozen=True)
@@ -80,12 +92,17 @@ async def run_benchmark(
     write_policy: WritePolicy | None = None,
     chunk_id: str | None = None,
     chunk_index: int | None = None,
+    lease: LeaseFactory | None = None,
 ) -> RunResult:
-    """Run every (sample, epoch) of the range not already durable; return the run's result."""
+    """Run every (sample, epoch) of the range not already durable; return the run's result.
+
+    With `lease`, the run holds a lease on its samples of the run key from before it reads
+    the log until it returns, so no other leased run of an overlapping range pays for them.
+    """
     if epochs < 1 or max_concurrency < 1:
         raise ValueError("epochs and max_concurrency must be >= 1")
     dataset = benchmark.samples()
-    samples = _select(dataset, sample_range)
+    samples = _select(dataset, sample_range, benchmark.name)
     run = RunIdentity(
         RunKey(run_id, benchmark.name, model),
         epochs,
@@ -102,8 +119,17 @@ async def run_benchmark(
         degrade_solver_errors=degrade_solver_errors,
         on_progress=on_progress,
     )
-    resume = await execution.resume({s.index for s in samples})
-    return await execution.run(samples, resume, max_concurrency)
+    if lease is None:
+        resume = await execution.resume({s.index for s in samples})
+        return await execution.run(samples, resume, max_concurrency)
+    span = (min(s.index for s in samples), max(s.index for s in samples) + 1)
+    held = await asyncio.to_thread(lease, run.run_key, span)
+    await asyncio.to_thread(held.__enter__)
+    try:
+        resume = await execution.resume({s.index for s in samples})
+        return await execution.run(samples, resume, max_concurrency)
+    finally:
+        await asyncio.to_thread(held.__exit__, None, None, None)
 
 
 class _Execution:
@@ -159,16 +185,24 @@ class _Execution:
         self.progress = Progress(total, 0, total - len(pending), 0)
         self._report()
         await self._evaluate_all(pending, max_concurrency)
-        await self._persist_degraded()
-        records = (*resume.seeds, *self.completed, *self.deferred)
-        for record in (*self.completed, *self.deferred):  # in write order, as the log has them
+        # Only now that every pair has settled, and one at a time, so a degraded record can
+        # never shadow a later success of the same key (nor, see _degraded, another writer's).
+        # A failed degraded write fails the run too: fail-closed on purpose, so a successful
+        # run means every record is durable.
+        degraded = await persist_degraded(
+            self.store, self.policy, self.run_identity.run_key, self.deferred
+        )
+        written = (*self.completed, *degraded.written, *degraded.superseded)
+        for record in written:  # in write order, as the log has them
             self.durable.apply(record)
         return RunResult(
             summary=self.durable.summary(),
-            records=tuple(sorted(records, key=lambda r: (r.sample_index, r.epoch))),
+            records=tuple(
+                sorted((*resume.seeds, *written), key=lambda r: (r.sample_index, r.epoch))
+            ),
             skipped=len(resume.seeds),
             evaluated=len(pending),
-            degraded=len(self.deferred),
+            degraded=len(degraded.written),
         )
 
     async def _evaluate_all(self, pending: list[tuple[Sample, int]], limit: int) -> None:
@@ -255,14 +289,6 @@ class _Execution:
             generation_ids=ids,
         )
 
-    async def _persist_degraded(self) -> None:
-        # Only now that every pair has settled, and one at a time, so a degraded record can
-        # never shadow a later success of the same key. A failed degraded write fails the
-        # run too: fail-closed on purpose, so a successful run means every record is durable.
-        self.deferred.sort(key=lambda record: (record.sample_index, record.epoch))
-        for record in self.deferred:
-            await self.policy.write(self.store, record)
-
     def _advance(self, degraded: bool) -> None:
         p = self.progress
         self.progress = Progress(p.total, p.done + 1, p.skipped, p.degraded + degraded)
@@ -273,13 +299,24 @@ class _Execution:
             self.on_progress(self.progress)
 
 
-def _select(samples: Sequence[Sample], sample_range: tuple[int, int] | None) -> list[Sample]:
+def _select(
+    samples: Sequence[Sample], sample_range: tuple[int, int] | None, name: str
+) -> list[Sample]:
+    """The samples of the range; a range (or a dataset) with none is an error, not a no-op."""
     if sample_range is None:
+        if not samples:
+            raise BenchmarkError(f"benchmark {name} has no samples")
         return list(samples)
     start, end = sample_range
     if not 0 <= start < end:
         raise ValueError(f"sample range must satisfy 0 <= start < end, got {start}:{end}")
-    return [sample for sample in samples if start <= sample.index < end]
+    selected = [sample for sample in samples if start <= sample.index < end]
+    if not selected:
+        raise BenchmarkError(
+            f"range {start}:{end} selects no sample of {name}, whose {len(samples)} samples "
+            f"are 0:{len(samples)}"
+        )
+    return selected
 
 
 def _pairs(samples: Sequence[Sample], epochs: int) -> Iterator[tuple[Sample, int]]:

@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Collection, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from confluent_kafka import KafkaError, Message
 
-from resultlog.consumers import RunRecords, read_run_records
+from resultlog.consumers import KeyHistory, RunRecords, read_key_histories, read_run_records
+from resultlog.errors import TopicError
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
+from resultlog.producer._fit import SizeLimits, reduce_to
 from resultlog.producer.errors import PersistenceError
 from resultlog.schemas import RunKey, SampleResult, WireFormat, encode_key, partition_for
+from resultlog.topics import topic_config
 
-__all__ = ["KafkaResultStore", "NoopResultStore", "ResultStore"]
+__all__ = ["HistoryStore", "KafkaResultStore", "NoopResultStore", "ResultStore"]
+
+log = logging.getLogger(__name__)
 
 _CONNECT_TIMEOUT_S = 15.0
+# What a broker accepts when the topic does not say (Kafka's default max.message.bytes).
+_BROKER_DEFAULT_MAX_MESSAGE = 1_048_588
+# librdkafka checks message.max.bytes before compressing: allow raw records this many times
+# the topic's (compressed) limit, so a compressible record is sized by what the broker sees.
+_RAW_ALLOWANCE = 4
+_LIBRDKAFKA_MAX_MESSAGE = 1_000_000_000
 
 
 class ResultStore(Protocol):
@@ -32,6 +44,21 @@ class ResultStore(Protocol):
 
     async def close(self) -> None:
         """Release resources after making every write durable."""
+        ...
+
+
+@runtime_checkable
+class HistoryStore(Protocol):
+    """A store several writers share: what a degraded write needs to never shadow a success."""
+
+    async def histories(
+        self, run_key: RunKey, pairs: Collection[tuple[int, int]]
+    ) -> Mapping[tuple[int, int], KeyHistory]:
+        """Each (sample_index, epoch)'s latest record and last completed one."""
+        ...
+
+    async def restore(self, record: SampleResult, value: bytes) -> None:
+        """Write a completed record again, byte for byte, so that it is the latest."""
         ...
 
 
@@ -58,34 +85,75 @@ class KafkaResultStore:
         self.topic = kafka.results_topic
         self._kafka = kafka
         self._codec = kafka.codec
-        self._producer = kafka.durable_producer(producer_overrides)
         try:
-            self._partitions = kafka.partition_count(
-                self.topic, self._producer, timeout_s=_CONNECT_TIMEOUT_S
-            )
+            self._partitions = kafka.partition_count(self.topic, timeout_s=_CONNECT_TIMEOUT_S)
         except KafkaClientError as exc:
             raise PersistenceError(str(exc)) from exc
+        topic_bytes = _max_message_bytes(kafka, self.topic)
+        raw_bytes = min(topic_bytes * _RAW_ALLOWANCE, _LIBRDKAFKA_MAX_MESSAGE)
+        overrides = {"message.max.bytes": raw_bytes, **(producer_overrides or {})}
+        self.limits = SizeLimits(int(overrides["message.max.bytes"]), topic_bytes)
+        self._producer = kafka.durable_producer(overrides)
         self._closing = threading.Event()
         # Delivery reports are only served from poll()/flush(): a thread keeps polling.
         self._poller = threading.Thread(target=self._poll_loop, name="resultlog-poll", daemon=True)
         self._poller.start()
 
     async def write(self, record: SampleResult) -> None:
-        """Produce the record and wait for the broker's acknowledgement (acks=all)."""
+        """Produce the record and wait for the broker's acknowledgement (acks=all).
+
+        A record too large for the topic is written in its reduced form (see `_fit`); one the
+        broker still refuses as too large is reduced to half that size, once.
+        """
+        key = encode_key(record.run_key, record.sample_index, record.epoch)
+        value = await self._encoded(record)
+        if not self.limits.fits(key, value):
+            record, value = self._reduce(record, self.limits.reduced_size(key))
+        try:
+            await self._send(record, key, value)
+        except _TooLargeError:
+            record, value = self._reduce(record, len(value) // 2)
+            await self._send(record, key, value)
+
+    async def histories(
+        self, run_key: RunKey, pairs: Collection[tuple[int, int]]
+    ) -> Mapping[tuple[int, int], KeyHistory]:
+        """Each pair's latest record and last completed one (in a thread: the read blocks)."""
+        return await asyncio.to_thread(read_key_histories, self._kafka, run_key, pairs)
+
+    async def restore(self, record: SampleResult, value: bytes) -> None:
+        """Write the completed record's value again under its key, byte for byte."""
+        await self._send(record, record.key, value)
+
+    def _reduce(self, record: SampleResult, size: int) -> tuple[SampleResult, bytes]:
+        reduced, value = reduce_to(record, self._encode, size)
+        log.warning(
+            "sample %s epoch %s is stored reduced to %d bytes: %s",
+            record.sample_id,
+            record.epoch,
+            len(value),
+            reduced.truncated,
+        )
+        return reduced, value
+
+    def _encode(self, record: SampleResult) -> bytes:
+        return self._codec.encode_sample_result(record, self.topic)
+
+    async def _encoded(self, record: SampleResult) -> bytes:
+        if self._codec.wire_format is WireFormat.REGISTRY:
+            # Encoding may ask the registry (bounded, but seconds): never on the event loop.
+            return await asyncio.to_thread(self._encode, record)
+        return self._encode(record)
+
+    async def _send(self, record: SampleResult, key: bytes, value: bytes) -> None:
+        """Produce one message to the record's partition and wait for its acknowledgement."""
         loop = asyncio.get_running_loop()
         delivered: asyncio.Future[None] = loop.create_future()
 
         def on_delivery(error: KafkaError | None, _message: Message) -> None:
             loop.call_soon_threadsafe(_settle, delivered, error, record)
 
-        if self._codec.wire_format is WireFormat.REGISTRY:
-            # Encoding may ask the registry (bounded, but seconds): never on the event loop.
-            value = await asyncio.to_thread(self._codec.encode_sample_result, record, self.topic)
-        else:
-            value = self._codec.encode_sample_result(record, self.topic)
-        run_key = record.run_key
-        key = encode_key(run_key, record.sample_index, record.epoch)
-        partition = partition_for(run_key, self._partitions)
+        partition = partition_for(record.run_key, self._partitions)
         try:
             produce(
                 self._producer, self.topic, key, value, partition=partition, on_delivery=on_delivery
@@ -120,15 +188,31 @@ def _settle(
         delivered.set_exception(_persistence_error(record, error.str(), None, error))
 
 
+class _TooLargeError(PersistenceError):
+    """The producer or the broker refused a message as too large."""
+
+
 def _persistence_error(
     record: SampleResult, reason: str, size: int | None, error: KafkaError | None = None
 ) -> PersistenceError:
     where = f"sample {record.sample_id} epoch {record.epoch}"
-    too_large = error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    too_large = error is not None and error.code() in _TOO_LARGE
     if too_large or "too large" in reason.lower():
         size_text = f" ({size} bytes)" if size is not None else ""
-        return PersistenceError(
+        return _TooLargeError(
             f"record for {where}{size_text} is larger than the broker accepts: {reason}",
             retriable=False,
         )
     return PersistenceError(f"writing {where} failed: {reason}")
+
+
+_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
+
+
+def _max_message_bytes(kafka: KafkaConnection, topic: str) -> int:
+    """The topic's max.message.bytes; the broker's default when it cannot be read."""
+    try:
+        return int(topic_config(kafka, topic)["max.message.bytes"])
+    except (TopicError, KeyError, ValueError) as exc:
+        log.warning("cannot read max.message.bytes of %s, assuming Kafka's default: %s", topic, exc)
+        return _BROKER_DEFAULT_MAX_MESSAGE

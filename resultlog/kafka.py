@@ -87,12 +87,13 @@ class TopicLayout:
 
 
 def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
-    """The three topics of DESIGN.md: compacted results and summaries, a deleting DLQ."""
+    """The topics of DESIGN.md: compacted results, summaries and leases, a deleting DLQ."""
     compacted = TopicLayout(settings.partitions, "compact")
     return {
         settings.results_topic: compacted,
         settings.summaries_topic: compacted,
         settings.dlq_topic: TopicLayout(settings.partitions, "delete"),
+        settings.leases_topic: compacted,
     }
 
 

@@ -30,9 +30,14 @@ class Settings(BaseSettings):
     results_topic: str = "resultlog.sample-results"
     summaries_topic: str = "resultlog.run-summaries"
     dlq_topic: str = "resultlog.sample-results.dlq"
+    leases_topic: str = "resultlog.leases"
     partitions: int = Field(default=6, ge=1)
     replication_factor: int = Field(default=1, ge=1)
     min_insync_replicas: int = Field(default=1, ge=1)
+    # The largest message (after compression) `topics create` lets the results topic accept.
+    max_message_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024, le=512 * 1024 * 1024)
+    # How long a run key's lease outlives its holder's last renewal (renewed every third).
+    lease_ttl_s: float = Field(default=30.0, ge=1.0, le=3600.0)
 
     schema_registry_url: str | None = None
     schema_registry_username: str | None = None

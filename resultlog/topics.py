@@ -19,9 +19,17 @@ from resultlog.errors import KafkaClientError, TopicError
 from resultlog.kafka import KafkaConnection, topic_layouts
 from resultlog.settings import Settings
 
-__all__ = ["TopicOutcome", "TopicSpec", "ensure_topics", "topic_specs"]
+__all__ = ["TopicOutcome", "TopicSpec", "ensure_topics", "topic_config", "topic_specs"]
 
 _TIMEOUT_S = 30.0
+# Leases are renewed every few seconds: short segments let compaction keep the topic small,
+# so a claim (which reads the run key's partition) stays quick.
+_LEASES_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.ms": str(10 * 60 * 1000),
+    "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": str(60 * 60 * 1000),
+}
 
 
 @dataclass(frozen=True)
@@ -45,17 +53,31 @@ class TopicOutcome:
 def topic_specs(
     settings: Settings, extra_config: Mapping[str, str] | None = None
 ) -> list[TopicSpec]:
-    """The three topics of DESIGN.md (their layouts are `resultlog.kafka.topic_layouts`)."""
+    """The topics of DESIGN.md (their layouts are `resultlog.kafka.topic_layouts`).
+
+    Results (and the DLQ, which copies them) accept messages up to the settings'
+    `max_message_bytes` after compression; leases get short segments.
+    """
     base = {"min.insync.replicas": str(settings.min_insync_replicas), **(extra_config or {})}
+    large = {"max.message.bytes": str(settings.max_message_bytes)}
+    own = {settings.results_topic: large, settings.dlq_topic: large}
+    own[settings.leases_topic] = _LEASES_CONFIG
     return [
         TopicSpec(
             name,
             layout.partitions,
             settings.replication_factor,
-            config={**base, "cleanup.policy": layout.cleanup_policy},
+            config={**base, **own.get(name, {}), "cleanup.policy": layout.cleanup_policy},
         )
         for name, layout in topic_layouts(settings).items()
     ]
+
+
+def topic_config(kafka: KafkaConnection, name: str) -> dict[str, str]:
+    """The effective configuration of an existing topic (its own settings and the broker's)."""
+    admin = kafka.admin()
+    entries = _describe(admin, ConfigResource(ConfigResource.Type.TOPIC, name))
+    return {key: entry.value for key, entry in entries.items() if entry.value is not None}
 
 
 def ensure_topics(

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import signal
+import sys
 from typing import Any
 
 from resultlog.cli._args import run_key_part
@@ -64,24 +65,38 @@ def aggregator_command(args: argparse.Namespace) -> int:
             server = HttpServer(create_app(aggregator), host, port)
         except OSError as exc:
             raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        stopped_by: list[signal.Signals] = []
         try:
             aggregator.start()
             # The heap built so far (modules, frameworks) lives as long as the process: taken
             # out of the collector's reach, full collections only scan the growing fold state
             # instead of pausing every thread for 100+ ms.
             gc.freeze()
-            asyncio.run(_serve(server, aggregator))
+            asyncio.run(_serve(server, aggregator, stopped_by))
         finally:
             aggregator.stop()
             server.close()
     _raise_failure(aggregator)
+    if stopped_by:  # a requested stop is a success: say it happened, exit 0
+        print(
+            f"resultlog: aggregator stopped by {stopped_by[0].name}; pending summaries published",
+            file=sys.stderr,
+        )
     return 0
 
 
-async def _serve(server: HttpServer, aggregator: Aggregator) -> None:
+async def _serve(
+    server: HttpServer, aggregator: Aggregator, stopped_by: list[signal.Signals]
+) -> None:
+    """Serve until SIGTERM or SIGINT (recorded in `stopped_by`) or the aggregator stops."""
     loop = asyncio.get_running_loop()
+
+    def stop(signum: signal.Signals) -> None:
+        stopped_by.append(signum)
+        server.stop()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, server.stop)
+        loop.add_signal_handler(signum, stop, signum)
     announce = asyncio.create_task(_announce(server))
     try:
         await server.serve(should_stop=lambda: not aggregator.running)

@@ -12,6 +12,7 @@ from rich.progress import Progress
 from resultlog.cli._args import add_run_key, run_key_of
 from resultlog.cli._connect import connect
 from resultlog.consumers import ReplayResult, publish_replayed, replay_all, replay_run
+from resultlog.consumers import ReplayResult, SummaryPublisher, replay_all, replay_run
 from resultlog.errors import CliError
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, RunSummary
@@ -35,7 +36,9 @@ def replay_command(args: argparse.Namespace) -> int:
         if args.all:
             result = _replay_everything(kafka, show=not args.json)
         else:
-            result = replay_run(kafka, run_key_of(args, alternative="--all"))
+            run_key = run_key_of(args, alternative="--all")
+            result = replay_run(kafka, run_key)
+            _refuse_empty(result, run_key, kafka.results_topic)
         _warn_undecodable(result)
         summaries = list(result.summaries.values())
         refused = _publish(kafka, result) if args.publish else ()
@@ -54,6 +57,12 @@ def _publish(kafka: KafkaConnection, result: ReplayResult) -> tuple[RunKey, ...]
     report = publish_replayed(kafka, result)
     print(report.describe(kafka.summaries_topic), file=sys.stderr)
     return report.unreadable
+def _refuse_empty(result: ReplayResult, run_key: RunKey, topic: str) -> None:
+    """A run without records is a mistyped key or a purged run: an error, not a zero summary."""
+    if result.records:
+        return
+    unreadable = f" ({result.undecodable} undecodable)" if result.undecodable else ""
+    raise CliError(f"run {run_key} has no records in {topic}{unreadable}")
 
 
 def _warn_undecodable(result: ReplayResult) -> None:

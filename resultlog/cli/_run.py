@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
+import signal
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 from resultlog.cli._args import parse_range, positive_int, run_key_part
 from resultlog.cli._connect import connect
 from resultlog.cli._console import ProgressBar, print_summary
+from resultlog.consumers import claim_lease
 from resultlog.errors import CliError
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import (
@@ -49,10 +53,22 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     server.set_defaults(handler=offline.serve)
 
 
+# What a shell reports for a process ended by SIGTERM: 128 + 15.
+_TERMINATED_EXIT = 128 + signal.SIGTERM
+
+
+class _TerminatedError(CliError):
+    """The run stopped on SIGTERM."""
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run (or resume) a benchmark and print its summary."""
-    with connect() as kafka:
-        result = asyncio.run(_run(args, kafka, _benchmark(args)))
+    try:
+        with connect() as kafka:
+            result = asyncio.run(_run(args, kafka, _benchmark(args)))
+    except _TerminatedError as exc:
+        print(f"resultlog: error: {exc}", file=sys.stderr)
+        return _TERMINATED_EXIT
     if args.json:
         print(result.summary.model_dump_json(exclude_none=False))
     else:
@@ -73,6 +89,36 @@ def _benchmark(args: argparse.Namespace) -> Benchmark:
 
 
 async def _run(args: argparse.Namespace, kafka: KafkaConnection, benchmark: Benchmark) -> RunResult:
+    """The run, stopped on SIGTERM as on SIGINT: no new pair, finished ones flushed."""
+    terminated = _cancel_on_sigterm()
+    try:
+        return await _run_to_end(args, kafka, benchmark)
+    except asyncio.CancelledError:
+        if not terminated.is_set():
+            raise
+        raise _TerminatedError(
+            "stopped by SIGTERM: the pairs finished before it are durable and none was started "
+            "after it; run the same command to resume"
+        ) from None
+
+
+def _cancel_on_sigterm() -> asyncio.Event:
+    """Cancel the running task on SIGTERM (as asyncio.run does on SIGINT); the event says so."""
+    terminated = asyncio.Event()
+    task = asyncio.current_task()
+    assert task is not None, "called from a task"
+
+    def on_sigterm() -> None:
+        terminated.set()
+        task.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
+    return terminated
+
+
+async def _run_to_end(
+    args: argparse.Namespace, kafka: KafkaConnection, benchmark: Benchmark
+) -> RunResult:
     settings = kafka.settings
     store = KafkaResultStore(kafka)
     try:
@@ -95,6 +141,7 @@ async def _run(args: argparse.Namespace, kafka: KafkaConnection, benchmark: Benc
                     sample_range=args.sample_range,
                     degrade_solver_errors=args.degrade_solver_errors,
                     on_progress=bar.update,
+                    lease=functools.partial(claim_lease, kafka),
                 )
     finally:
         await store.close()

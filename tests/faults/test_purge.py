@@ -97,7 +97,15 @@ def test_purge_deletes_the_run_for_every_reader(kafka_bootstrap: str) -> None:
         status = _cli_json(settings, "status", doomed)
         assert (status["records"], status["completed"], status["degraded"]) == (0, 0, 0)
         assert status["undecodable"] == 0
-        assert _cli_json(settings, "replay", doomed)["records"] == 0
+        replayed = run_cli(
+            child_env(settings),
+            *["replay", "--run-id", doomed.run_id, "--benchmark", doomed.benchmark_id],
+            *["--model", doomed.model, "--json"],
+        )  # issue 11: a run without records is an error, not a zero summary
+        assert replayed.returncode == 1 and not replayed.stdout
+        assert replayed.stderr == (
+            f"resultlog: error: run {doomed} has no records in {settings.results_topic}\n"
+        )
 
         def dropped() -> httpx.Response | None:
             response = httpx.get(base_url + path(doomed), timeout=5)

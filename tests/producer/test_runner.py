@@ -369,9 +369,10 @@ async def test_a_write_that_always_fails_rejects_the_run_after_4_attempts(
     assert flaky.attempts == 4
 
 
-async def test_a_record_larger_than_the_broker_accepts_fails_clearly(
+async def test_a_record_larger_than_the_producer_accepts_is_stored_reduced(
     settings: Settings, model_client: ModelClient
 ) -> None:
+    # Issue 11 item 3: a paid answer too large to store is kept reduced, never failed.
     store = KafkaResultStore(
         KafkaConnection(settings), producer_overrides={"message.max.bytes": 2000}
     )
@@ -379,10 +380,12 @@ async def test_a_record_larger_than_the_broker_accepts_fails_clearly(
         "huge", (Sample("big", "What is 1 + 1? " + "x" * 5000, "2"),), arith().scorer
     )
     try:
-        with pytest.raises(PersistenceError, match="larger than the broker accepts"):
-            await run_with(huge, model_client, store, "r12")
+        result = await run_with(huge, model_client, store, "r12")
     finally:
         await store.close()
+    [stored] = stored_records(settings, RunKey("r12", "huge", MODEL))
+    assert result.summary.records == 1 and not stored.degraded
+    assert json.loads(stored.truncated or "{}")["input"]["length"] == 5015
 
 
 async def test_every_request_carries_its_own_x_bench(

@@ -28,6 +28,7 @@ def _settings(kafka_bootstrap: str, unique_name: str, partitions: int) -> Settin
         results_topic=f"{unique_name}.results",
         summaries_topic=f"{unique_name}.summaries",
         dlq_topic=f"{unique_name}.dlq",
+        leases_topic=f"{unique_name}.leases",
         partitions=partitions,
     )
 
@@ -37,9 +38,9 @@ def test_creates_three_topics_with_their_configs_idempotently(
 ) -> None:
     settings = _settings(kafka_bootstrap, unique_name, partitions=4)
     first = ensure_topics(KafkaConnection(settings), topic_specs(settings))
-    assert [o.created for o in first] == [True, True, True]
+    assert [o.created for o in first] == [True, True, True, True]  # and the leases topic
     again = ensure_topics(KafkaConnection(settings), topic_specs(settings))
-    assert [o.created for o in again] == [False, False, False]
+    assert [o.created for o in again] == [False, False, False, False]
 
     metadata = admin.list_topics(timeout=10).topics
     for name in settings.topic_names():
@@ -48,6 +49,8 @@ def test_creates_three_topics_with_their_configs_idempotently(
     assert _config(admin, settings.summaries_topic)["cleanup.policy"] == "compact"
     assert _config(admin, settings.dlq_topic)["cleanup.policy"] == "delete"
     assert _config(admin, settings.results_topic)["min.insync.replicas"] == "1"
+    assert _config(admin, settings.leases_topic)["cleanup.policy"] == "compact"
+    assert _config(admin, settings.results_topic)["max.message.bytes"] == str(8 * 1024 * 1024)
 
 
 def test_existing_topic_with_wrong_cleanup_policy_is_refused(

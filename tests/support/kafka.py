@@ -42,6 +42,7 @@ def topic_settings(
         results_topic=f"{name}.sample-results",
         summaries_topic=f"{name}.run-summaries",
         dlq_topic=f"{name}.sample-results.dlq",
+        leases_topic=f"{name}.leases",
         aggregator_group=f"{name}.aggregator",
         **{"partitions": TEST_PARTITIONS, **fields},
     )

@@ -1,0 +1,129 @@
+"""Leases on run keys (issue 11 item 2): one live holder per overlapping range, log order wins."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from resultlog.consumers import Lease, LeaseHeldError, RunLease, claim_lease, live_leases
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, partition_for, run_key_prefix
+from resultlog.settings import Settings
+
+RUN_KEY = RunKey("lease-run", "arith", "openai/gpt-4o")
+TRIALS = 10
+CLAIMANTS = 4
+
+
+def write_lease(settings: Settings, run_key: RunKey, lease: Lease) -> None:
+    """A lease record as another process (or machine) would have written it."""
+    producer = Producer(settings.client_config())
+    producer.produce(
+        settings.leases_topic,
+        key=run_key_prefix(run_key) + lease.token.encode(),
+        value=lease.model_dump_json().encode(),
+        partition=partition_for(run_key, settings.partitions),
+    )
+    assert producer.flush(10) == 0
+
+
+def foreign_lease(ttl_s: float, *, process: str | None = None, pid: int = 4242) -> Lease:
+    now = int(time.time() * 1000)
+    return Lease(
+        host="elsewhere",
+        pid=pid,
+        token="f" * 16,
+        process=process,
+        start=0,
+        end=100,
+        since_ms=now,
+        expires_ms=now + int(ttl_s * 1000),
+    )
+
+
+def test_an_overlapping_claim_is_refused_naming_the_holder(kafka: KafkaConnection) -> None:
+    with claim_lease(kafka, RUN_KEY, (0, 100)):
+        with pytest.raises(LeaseHeldError) as refused:
+            claim_lease(kafka, RUN_KEY, (50, 150))
+        message = str(refused.value)
+        assert "\n" not in message
+        assert f"leased by host {refused.value.holder.host} pid {os.getpid()} since" in message
+        assert re.search(r"expires in \d+s", message), message
+        # A disjoint range of the same run key (another chunk) is no conflict.
+        with claim_lease(kafka, RUN_KEY, (100, 200)):
+            assert [(lease.start, lease.end) for lease in live_leases(kafka, RUN_KEY)] == [
+                (0, 100),
+                (100, 200),
+            ]
+    assert live_leases(kafka, RUN_KEY) == []
+    claim_lease(kafka, RUN_KEY, (0, 100)).release()  # released: free again
+
+
+def race(kafka: KafkaConnection, run_key: RunKey) -> list[RunLease | LeaseHeldError]:
+    """CLAIMANTS threads claiming the same range at once."""
+    start = threading.Barrier(CLAIMANTS)
+    outcomes: list[RunLease | LeaseHeldError] = []
+
+    def claim() -> None:
+        start.wait()
+        try:
+            outcomes.append(claim_lease(kafka, run_key, (0, 10)))
+        except LeaseHeldError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=claim) for _ in range(CLAIMANTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def test_of_simultaneous_claimants_exactly_one_wins(kafka: KafkaConnection) -> None:
+    for trial in range(TRIALS):
+        run_key = RunKey(f"race-{trial}", "arith", "m")
+        outcomes = race(kafka, run_key)
+        holders = [outcome for outcome in outcomes if isinstance(outcome, RunLease)]
+        assert len(holders) == 1, outcomes
+        assert [lease.token for lease in live_leases(kafka, run_key)] == [holders[0].lease.token]
+        holders[0].release()
+
+
+def test_a_lease_from_another_machine_blocks_until_it_expires(
+    settings: Settings, kafka: KafkaConnection
+) -> None:
+    write_lease(settings, RUN_KEY, foreign_lease(ttl_s=2.0))
+    with pytest.raises(LeaseHeldError, match="leased by host elsewhere pid 4242"):
+        claim_lease(kafka, RUN_KEY, (10, 20))
+    time.sleep(2.2)
+    claim_lease(kafka, RUN_KEY, (10, 20)).release()
+
+
+def test_a_dead_holder_on_this_machine_does_not_block(
+    settings: Settings, kafka: KafkaConnection
+) -> None:
+    code = "import os; print(os.getpid())"
+    child = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True, check=True)
+    mine = claim_lease(kafka, RunKey("probe", "arith", "m"), (0, 1))
+    identity = mine.lease.process
+    mine.release()
+    assert identity is not None, "Linux records who holds a lease"
+    boot_ns = identity.rpartition("/")[0]
+    dead = foreign_lease(ttl_s=60, process=f"{boot_ns}/12345", pid=int(child.stdout))
+    write_lease(settings, RUN_KEY, dead)
+    claim_lease(kafka, RUN_KEY, (0, 100)).release()  # its pid is gone: no need to wait
+
+
+def test_the_holder_renews_its_lease_past_the_time_to_live(kafka: KafkaConnection) -> None:
+    with claim_lease(kafka, RUN_KEY, (0, 100), ttl_s=1.0) as held:
+        time.sleep(2.5)
+        assert [lease.token for lease in live_leases(kafka, RUN_KEY)] == [held.lease.token]
+        with pytest.raises(LeaseHeldError):
+            claim_lease(kafka, RUN_KEY, (0, 1))

@@ -1,0 +1,78 @@
+"""`resultlog` commands and offline model servers as real processes, for reliability tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from resultlog.consumers import read_run_records
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, SampleResult
+from resultlog.settings import Settings
+
+T = TypeVar("T")
+
+
+def resultlog(*args: str) -> list[str]:
+    """The argv of a `resultlog` child process."""
+    return [sys.executable, "-m", "resultlog.cli", *args]
+
+
+def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """A `resultlog` command running in the background, its output captured."""
+    return subprocess.Popen(
+        resultlog(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_for(check: Callable[[], T], what: str, timeout_s: float = 60.0) -> T:
+    """Poll `check` until it returns something true; fail naming `what` after the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return found
+
+
+@contextmanager
+def model_server(directory: Path, env: dict[str, str], *options: str) -> Iterator[tuple[str, Path]]:
+    """The offline model server as its own process; its base URL and request log."""
+    directory.mkdir(parents=True, exist_ok=True)
+    port_file, log = directory / "port", directory / "requests.jsonl"
+    command = ["model-server", "--port-file", str(port_file), "--request-log", str(log)]
+    server = subprocess.Popen(resultlog(*command, *options), env=env, stdout=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: port_file.exists() or server.poll() is not None, "the model server")
+        assert server.poll() is None, "the model server did not start"
+        yield f"http://127.0.0.1:{int(port_file.read_text())}/v1", log
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def requests_in(log: Path) -> list[tuple[str, int]]:
+    """The (sample_id, epoch) of every request the model server received, in order."""
+    if not log.exists():
+        return []
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [(line["sample_id"], line["epoch"]) for line in lines]
+
+
+def durable(settings: Settings, run_key: RunKey) -> list[SampleResult]:
+    """The run key's latest records."""
+    return read_run_records(KafkaConnection(settings), run_key).records
+
+
+def one_line_error(done: subprocess.CompletedProcess[str] | tuple[int, str], text: str) -> str:
+    """Assert a one-line `resultlog: error:` containing `text`; return the line."""
+    code, stderr = (done.returncode, done.stderr) if not isinstance(done, tuple) else done
+    lines = stderr.strip().splitlines()
+    assert code != 0 and len(lines) == 1, stderr
+    assert lines[0].startswith("resultlog: error:") and text in lines[0], lines[0]
+    return lines[0]
