@@ -136,11 +136,13 @@ class RunLease:
         self._refuse_if_held(self._read())
         offset = self._write(self.lease.model_dump_json().encode())
         try:
-            self._refuse_if_held(self._read(), before=offset)
+            leases = self._read()
+            self._refuse_if_held(leases, before=offset)
         except LeaseError:
             self._withdraw()
             raise
         self.lease = self.lease.model_copy(update={"claim_offset": offset})
+        self._sweep(leases)
         self._renewer = threading.Thread(target=self._renew_loop, name="resultlog-lease")
         self._renewer.daemon = True
         self._renewer.start()
@@ -177,6 +179,14 @@ class RunLease:
             if before is None or claimed < before:
                 raise LeaseHeldError(self.run_key, self.span, other)
 
+    def _sweep(self, leases: dict[bytes, tuple[int, Lease]]) -> None:
+        """Delete the run key's dead leases (crashed holders), so compaction drops them."""
+        now = _now_ms()
+        for key, (_, other) in leases.items():
+            if key != self._key and not other.live(now):
+                with contextlib.suppress(LeaseError):  # hygiene only: they count for nothing
+                    self._write(None, key)
+
     def _withdraw(self) -> None:
         try:
             self._write(None)
@@ -192,7 +202,7 @@ class RunLease:
             except LeaseError as exc:  # keep trying: the next renewal may reach Kafka
                 log.warning("could not renew the lease on %s: %s", self.run_key, exc)
 
-    def _write(self, value: bytes | None) -> int:
+    def _write(self, value: bytes | None, key: bytes | None = None) -> int:
         """Produce the lease (None: a tombstone), wait for the broker; return its offset."""
         written: list[Message] = []
         failed: list[KafkaError] = []
@@ -207,7 +217,7 @@ class RunLease:
             produce(
                 self._producer,
                 self._topic,
-                self._key,
+                key or self._key,
                 value,
                 partition=self._partition,
                 on_delivery=delivered,

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from resultlog.consumers import Lease, LeaseHeldError, RunLease, claim_lease, live_leases
 from resultlog.kafka import KafkaConnection
@@ -104,6 +104,22 @@ def test_a_lease_from_another_machine_blocks_until_it_expires(
         claim_lease(kafka, RUN_KEY, (10, 20))
     time.sleep(2.2)
     claim_lease(kafka, RUN_KEY, (10, 20)).release()
+    foreign_key = run_key_prefix(RUN_KEY) + b"f" * 16
+    assert latest_values(settings)[foreign_key] is None, "the winner deletes expired leases"
+
+
+def latest_values(settings: Settings) -> dict[bytes, bytes | None]:
+    """The latest value of every key in the leases topic's partition of RUN_KEY."""
+    consumer = Consumer(
+        {**settings.client_config(), "group.id": "leases", "enable.partition.eof": True}
+    )
+    partition = partition_for(RUN_KEY, settings.partitions)
+    consumer.assign([TopicPartition(settings.leases_topic, partition, 0)])
+    found: dict[bytes, bytes | None] = {}
+    while (message := consumer.poll(10)) is not None and message.error() is None:
+        found[message.key() or b""] = message.value()
+    consumer.close()
+    return found
 
 
 def test_a_dead_holder_on_this_machine_does_not_block(
