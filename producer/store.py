@@ -103,7 +103,8 @@ class KafkaResultStore:
         """Produce the record and wait for the broker's acknowledgement (acks=all).
 
         A record too large for the topic is written in its reduced form (see `_fit`); one the
-        broker still refuses as too large is reduced to half that size, once.
+        broker still refuses as too large is reduced again, once: to the topic's limit read
+        anew, and at most half its size.
         """
         key = encode_key(record.run_key, record.sample_index, record.epoch)
         value = await self._encoded(record)
@@ -111,8 +112,11 @@ class KafkaResultStore:
             record, value = self._reduce(record, self.limits.reduced_size(key))
         try:
             await self._send(record, key, value)
-        except _TooLargeError:
-            record, value = self._reduce(record, len(value) // 2)
+        except _TooLargeError:  # the topic's limit was lowered since we read it, perhaps
+            topic_bytes = await asyncio.to_thread(_max_message_bytes, self._kafka, self.topic)
+            self.limits = SizeLimits(self.limits.producer_bytes, topic_bytes)
+            size = min(self.limits.reduced_size(key), len(value) // 2)
+            record, value = self._reduce(record, size)
             await self._send(record, key, value)
 
     async def histories(

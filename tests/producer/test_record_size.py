@@ -6,9 +6,11 @@ import base64
 import hashlib
 import json
 import os
+import time
 import uuid
 
 import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import NoopResultStore, Sample, StaticBenchmark, arith, run_benchmark
@@ -19,9 +21,10 @@ from resultlog.producer.runner import RunResult
 from resultlog.producer.store import KafkaResultStore, ResultStore
 from resultlog.schemas import Codec, RunKey
 from resultlog.settings import Settings
-from resultlog.topics import ensure_topics, topic_specs
+from resultlog.topics import ensure_topics, topic_config, topic_specs
 from tests.factories import make_record
 from tests.producer.scripted import ScriptedModel, partition_log
+from tests.resultlog.processes import wait_for
 
 MODEL = "scripted/m"
 MIB = 1024 * 1024
@@ -108,3 +111,29 @@ def test_cut_json_fields_stay_json_and_every_cut_is_accounted() -> None:
         assert cut[field]["sha256"] == hashlib.sha256((original or "").encode()).hexdigest()
     with pytest.raises(PersistenceError, match="does not fit in 100 bytes"):
         reduce_to(record, codec.encode_sample_result, 100)
+
+
+async def test_a_record_the_broker_still_refuses_is_reduced_again(settings: Settings) -> None:
+    store = KafkaResultStore(KafkaConnection(settings))  # reads the topic's 8 MiB limit
+    lowered = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        settings.results_topic,
+        incremental_configs=[
+            ConfigEntry("max.message.bytes", str(MIB), incremental_operation=AlterConfigOpType.SET)
+        ],
+    )  # an operator lowers the limit while the worker runs
+    admin = AdminClient(settings.client_config())
+    admin.incremental_alter_configs([lowered])[lowered].result(30)
+    kafka = KafkaConnection(settings)
+
+    def lowered_limit() -> bool:
+        return topic_config(kafka, settings.results_topic)["max.message.bytes"] == str(MIB)
+
+    wait_for(lowered_limit, "the lowered limit")
+    time.sleep(1)  # the broker applies a topic's new configuration shortly after it is stored
+    try:
+        await run(store, "lowered", noise(3 * MIB), ScriptedModel())
+    finally:
+        await store.close()
+    [(_, reduced, value)] = partition_log(settings, RunKey("lowered", "long", MODEL))
+    assert len(value) < MIB and json.loads(reduced.truncated or "{}")["input"]["length"] == 3 * MIB
