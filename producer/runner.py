@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -119,15 +120,24 @@ async def run_benchmark(
         degrade_solver_errors=degrade_solver_errors,
         on_progress=on_progress,
     )
-    if lease is None:
+    async with _leased(lease, run.run_key, samples):
         resume = await execution.resume({s.index for s in samples})
         return await execution.run(samples, resume, max_concurrency)
+
+
+@contextlib.asynccontextmanager
+async def _leased(
+    lease: LeaseFactory | None, run_key: RunKey, samples: Sequence[Sample]
+) -> AsyncIterator[None]:
+    """Hold the lease on the samples' range (claimed and released in threads: they block)."""
+    if lease is None:
+        yield
+        return
     span = (min(s.index for s in samples), max(s.index for s in samples) + 1)
-    held = await asyncio.to_thread(lease, run.run_key, span)
+    held = await asyncio.to_thread(lease, run_key, span)
     await asyncio.to_thread(held.__enter__)
     try:
-        resume = await execution.resume({s.index for s in samples})
-        return await execution.run(samples, resume, max_concurrency)
+        yield
     finally:
         await asyncio.to_thread(held.__exit__, None, None, None)
 

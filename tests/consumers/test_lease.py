@@ -10,42 +10,17 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
-from resultlog.consumers import Lease, LeaseHeldError, RunLease, claim_lease, live_leases
+from resultlog.consumers import LeaseHeldError, RunLease, claim_lease, live_leases
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 from resultlog.settings import Settings
+from tests.consumers.leases import foreign_lease, write_lease
 
 RUN_KEY = RunKey("lease-run", "arith", "openai/gpt-4o")
 TRIALS = 10
 CLAIMANTS = 4
-
-
-def write_lease(settings: Settings, run_key: RunKey, lease: Lease) -> None:
-    """A lease record as another process (or machine) would have written it."""
-    producer = Producer(settings.client_config())
-    producer.produce(
-        settings.leases_topic,
-        key=run_key_prefix(run_key) + lease.token.encode(),
-        value=lease.model_dump_json().encode(),
-        partition=partition_for(run_key, settings.partitions),
-    )
-    assert producer.flush(10) == 0
-
-
-def foreign_lease(ttl_s: float, *, process: str | None = None, pid: int = 4242) -> Lease:
-    now = int(time.time() * 1000)
-    return Lease(
-        host="elsewhere",
-        pid=pid,
-        token="f" * 16,
-        process=process,
-        start=0,
-        end=100,
-        since_ms=now,
-        expires_ms=now + int(ttl_s * 1000),
-    )
 
 
 def test_an_overlapping_claim_is_refused_naming_the_holder(kafka: KafkaConnection) -> None:
@@ -99,10 +74,10 @@ def test_of_simultaneous_claimants_exactly_one_wins(kafka: KafkaConnection) -> N
 def test_a_lease_from_another_machine_blocks_until_it_expires(
     settings: Settings, kafka: KafkaConnection
 ) -> None:
-    write_lease(settings, RUN_KEY, foreign_lease(ttl_s=2.0))
-    with pytest.raises(LeaseHeldError, match="leased by host elsewhere pid 4242"):
+    crashed = write_lease(settings, RUN_KEY, foreign_lease(ttl_s=5.0))
+    with pytest.raises(LeaseHeldError, match="leased by host worker-7 pid 4242"):
         claim_lease(kafka, RUN_KEY, (10, 20))
-    time.sleep(2.2)
+    time.sleep(max(0.0, crashed.expires_ms / 1000 - time.time()) + 0.1)
     claim_lease(kafka, RUN_KEY, (10, 20)).release()
     foreign_key = run_key_prefix(RUN_KEY) + b"f" * 16
     assert latest_values(settings)[foreign_key] is None, "the winner deletes expired leases"

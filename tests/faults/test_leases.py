@@ -9,11 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
-from resultlog.consumers import Lease
-from resultlog.schemas import RunKey, partition_for, run_key_prefix
-from resultlog.settings import Settings
+from resultlog.schemas import RunKey
+from tests.consumers.leases import foreign_lease, write_lease
 from tests.faults.conftest import make_settings
 from tests.faults.support import all_pairs, audit, env_for, report
 from tests.resultlog.processes import (
@@ -99,24 +97,6 @@ def test_a_sigkilled_holder_does_not_block_the_next_run_on_the_same_machine(
     report("SIGKILLed holder, same machine", resumed_after_s=round(time.monotonic() - killed_at, 1))
 
 
-def write_lease(settings: Settings, run_key: RunKey, start: int, end: int, ttl_s: float) -> Lease:
-    """A live lease of a holder on another machine, as its process would have written it."""
-    now = int(time.time() * 1000)
-    lease = Lease(
-        host="worker-7", pid=4242, token="a" * 16, start=start, end=end, since_ms=now,
-        expires_ms=now + int(ttl_s * 1000),
-    )  # fmt: skip
-    producer = Producer(settings.client_config())
-    producer.produce(
-        settings.leases_topic,
-        key=run_key_prefix(run_key) + lease.token.encode(),
-        value=lease.model_dump_json().encode(),
-        partition=partition_for(run_key, settings.partitions),
-    )
-    assert producer.flush(10) == 0
-    return lease
-
-
 def test_a_crashed_remote_holder_blocks_overlapping_runs_until_its_lease_expires(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -125,7 +105,7 @@ def test_a_crashed_remote_holder_blocks_overlapping_runs_until_its_lease_expires
     run_key = RunKey("remote", "arith", MODEL)
     with model_server(tmp_path / "model", env, "--latency-ms", "1") as (url, log):
         # Long enough to outlive two process start-ups on a busy machine.
-        crashed = write_lease(settings, run_key, 0, 20, ttl_s=15)
+        crashed = write_lease(settings, run_key, foreign_lease(ttl_s=15, start=0, end=20))
         code, err = finish(start(run_args("remote", url, "--range", "10:30"), env))
         line = one_line_error((code, err), "leased by host worker-7 pid 4242 since")
         assert "expires in" in line and not requests_in(log)

@@ -14,7 +14,7 @@ from resultlog.consumers import KeyHistory
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import StaticBenchmark, arith, run_benchmark
 from resultlog.producer.runner import RunResult, WritePolicy
-from resultlog.producer.store import KafkaResultStore, ResultStore
+from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.factories import make_record
@@ -44,16 +44,20 @@ def other_writers_success(run_id: str, sample_index: int, epoch: int) -> SampleR
     )
 
 
-async def run(store: ResultStore, run_id: str, model: ScriptedModel) -> RunResult:
-    return await run_benchmark(
-        bench(),
-        MODEL,
-        run_id=run_id,
-        solver=model.solver,
-        epochs=EPOCHS,
-        store=store,
-        write_policy=FAST,
-    )
+async def run(store: KafkaResultStore, run_id: str, model: ScriptedModel) -> RunResult:
+    """Run the benchmark with the store, then close it."""
+    try:
+        return await run_benchmark(
+            bench(),
+            MODEL,
+            run_id=run_id,
+            solver=model.solver,
+            epochs=EPOCHS,
+            store=store,
+            write_policy=FAST,
+        )
+    finally:
+        await store.close()
 
 
 def failing_model() -> ScriptedModel:
@@ -87,10 +91,7 @@ async def test_a_success_written_between_the_read_and_the_degraded_write_is_rest
 ) -> None:
     success = other_writers_success("race", 4, 1)
     store = InterleavingStore(KafkaConnection(settings), success, after_read=True)
-    try:
-        result = await run(store, "race", failing_model())
-    finally:
-        await store.close()
+    result = await run(store, "race", failing_model())
 
     log = partition_log(settings, RunKey("race", "arith", MODEL))
     statuses = [r.degraded for _, r, _ in log if (r.sample_index, r.epoch) == (4, 1)]
@@ -103,11 +104,7 @@ async def test_a_success_written_between_the_read_and_the_degraded_write_is_rest
     assert result.degraded == 2 and result.summary.degraded_records == 2
 
     again = failing_model()
-    store = KafkaResultStore(KafkaConnection(settings))
-    try:
-        await run(store, "race", again)
-    finally:
-        await store.close()
+    await run(KafkaResultStore(KafkaConnection(settings)), "race", again)
     items = bench().items
     assert set(again.calls) == {(items[i].id, e) for i, e in FAILING - {(4, 1)}}
 
@@ -115,10 +112,7 @@ async def test_a_success_written_between_the_read_and_the_degraded_write_is_rest
 async def test_a_success_already_durable_is_not_written_over(settings: Settings) -> None:
     success = other_writers_success("before", 3, 0)
     store = InterleavingStore(KafkaConnection(settings), success, after_read=False)
-    try:
-        result = await run(store, "before", failing_model())
-    finally:
-        await store.close()
+    result = await run(store, "before", failing_model())
     log = partition_log(settings, RunKey("before", "arith", MODEL))
     assert [r.degraded for _, r, _ in log if (r.sample_index, r.epoch) == (3, 0)] == [False]
     assert result.degraded == 2
@@ -133,12 +127,9 @@ async def test_a_success_shadowed_by_an_older_writer_is_restored(settings: Setti
         5, 0, "S", run_key=run_key, epochs=EPOCHS, dataset_size=SAMPLES, degraded=True,
         sample_id=success.sample_id, created_offset_ms=1,
     )  # fmt: skip
-    try:
-        await store.write(success)
-        await store.write(shadow)  # a writer without the check shadowed it
-        await run(store, "shadowed", failing_model())
-    finally:
-        await store.close()
+    await store.write(success)
+    await store.write(shadow)  # a writer without the check shadowed it
+    await run(store, "shadowed", failing_model())
     now = latest(settings, run_key)
     assert now[(5, 0)] == success
     assert {pair for pair, r in now.items() if r.degraded} == FAILING - {(5, 0)}
