@@ -60,15 +60,25 @@ _TERMINATED_EXIT = 128 + signal.SIGTERM
 class _TerminatedError(CliError):
     """The run stopped on SIGTERM."""
 
+    def __init__(self) -> None:
+        super().__init__(
+            "stopped by SIGTERM: the pairs finished before it are durable and none was started "
+            "after it; run the same command to resume"
+        )
+
 
 def run_command(args: argparse.Namespace) -> int:
     """Run (or resume) a benchmark and print its summary."""
+    # Until the event loop takes SIGTERM over (see _run), nothing has started: just stop.
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         with connect() as kafka:
             result = asyncio.run(_run(args, kafka, _benchmark(args)))
     except _TerminatedError as exc:
         print(f"resultlog: error: {exc}", file=sys.stderr)
         return _TERMINATED_EXIT
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(result.summary.model_dump_json(exclude_none=False))
     else:
@@ -96,10 +106,11 @@ async def _run(args: argparse.Namespace, kafka: KafkaConnection, benchmark: Benc
     except asyncio.CancelledError:
         if not terminated.is_set():
             raise
-        raise _TerminatedError(
-            "stopped by SIGTERM: the pairs finished before it are durable and none was started "
-            "after it; run the same command to resume"
-        ) from None
+        raise _TerminatedError from None
+
+
+def _raise_terminated(_signum: int, _frame: object) -> None:
+    raise _TerminatedError
 
 
 def _cancel_on_sigterm() -> asyncio.Event:
