@@ -11,8 +11,12 @@ from rich.progress import Progress
 
 from resultlog.cli._args import add_run_key, run_key_of
 from resultlog.cli._connect import connect
-from resultlog.consumers import ReplayResult, publish_replayed, replay_all, replay_run
-from resultlog.consumers import ReplayResult, SummaryPublisher, replay_all, replay_run
+from resultlog.consumers import (
+    ReplayResult,
+    publish_replayed,
+    replay_all,
+    replay_run,
+)
 from resultlog.errors import CliError
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, RunSummary
@@ -57,6 +61,8 @@ def _publish(kafka: KafkaConnection, result: ReplayResult) -> tuple[RunKey, ...]
     report = publish_replayed(kafka, result)
     print(report.describe(kafka.summaries_topic), file=sys.stderr)
     return report.unreadable
+
+
 def _refuse_empty(result: ReplayResult, run_key: RunKey, topic: str) -> None:
     """A run without records is a mistyped key or a purged run: an error, not a zero summary."""
     if result.records:

@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from resultlog.schemas import RunKey
-from tests.faults.conftest import make_settings
-from tests.faults.support import all_pairs, audit, env_for, report
-from tests.producer.scripted import partition_log
-from tests.resultlog.processes import durable, model_server, requests_in, start, wait_for
+from tests.support.audit import all_pairs, audit, report
+from tests.support.cli import child_env
+from tests.support.kafka import topic_settings
+from tests.support.processes import durable, model_server, requests_in, start
+from tests.support.scripted import partition_log
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -43,8 +45,8 @@ def test_a_paused_workers_degraded_writes_never_shadow_another_workers_successes
     kafka_bootstrap: str, tmp_path: Path, trial: int
 ) -> None:
     began = time.monotonic()
-    settings = make_settings(kafka_bootstrap)
-    env = env_for(settings, RESULTLOG_LEASE_TTL_S=str(LEASE_TTL_S))
+    settings = topic_settings(kafka_bootstrap)
+    env = child_env(settings, RESULTLOG_LEASE_TTL_S=str(LEASE_TTL_S))
     run_key = RunKey("shared", "arith", MODEL)
     flaky_options = ["--error-rate", "0.25", "--seed", str(trial), "--latency-ms", "20"]
     with (

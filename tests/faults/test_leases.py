@@ -12,16 +12,11 @@ import pytest
 
 from resultlog.schemas import RunKey
 from tests.consumers.leases import foreign_lease, write_lease
-from tests.faults.conftest import make_settings
-from tests.faults.support import all_pairs, audit, env_for, report
-from tests.resultlog.processes import (
-    durable,
-    model_server,
-    one_line_error,
-    requests_in,
-    start,
-    wait_for,
-)
+from tests.support.audit import all_pairs, audit, report
+from tests.support.cli import child_env
+from tests.support.kafka import topic_settings
+from tests.support.processes import durable, model_server, one_line_error, requests_in, start
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -47,8 +42,8 @@ def test_of_two_identical_runs_started_together_one_is_refused_before_any_model_
     kafka_bootstrap: str, tmp_path: Path, trial: int
 ) -> None:
     began = time.monotonic()
-    settings = make_settings(kafka_bootstrap)
-    env = env_for(settings, RESULTLOG_LEASE_TTL_S=str(LEASE_TTL_S))
+    settings = topic_settings(kafka_bootstrap)
+    env = child_env(settings, RESULTLOG_LEASE_TTL_S=str(LEASE_TTL_S))
     with model_server(tmp_path / "model", env, "--latency-ms", "20") as (url, log):
         reference = start(run_args("alone", url), env)
         assert finish(reference)[0] == 0
@@ -79,8 +74,8 @@ def test_of_two_identical_runs_started_together_one_is_refused_before_any_model_
 def test_a_sigkilled_holder_does_not_block_the_next_run_on_the_same_machine(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    settings = make_settings(kafka_bootstrap)
-    env = env_for(settings)  # the default time to live: the dead pid is what frees the lease
+    settings = topic_settings(kafka_bootstrap)
+    env = child_env(settings)  # the default time to live: the dead pid is what frees the lease
     run_key = RunKey("killed", "arith", MODEL)
     with model_server(tmp_path / "model", env, "--latency-ms", "100") as (url, log):
         holder = start(run_args("killed", url, "--concurrency", "2"), env)
@@ -100,8 +95,8 @@ def test_a_sigkilled_holder_does_not_block_the_next_run_on_the_same_machine(
 def test_a_crashed_remote_holder_blocks_overlapping_runs_until_its_lease_expires(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    settings = make_settings(kafka_bootstrap)
-    env = env_for(settings)
+    settings = topic_settings(kafka_bootstrap)
+    env = child_env(settings)
     run_key = RunKey("remote", "arith", MODEL)
     with model_server(tmp_path / "model", env, "--latency-ms", "1") as (url, log):
         # Long enough to outlive two process start-ups on a busy machine.
@@ -121,8 +116,8 @@ def test_a_crashed_remote_holder_blocks_overlapping_runs_until_its_lease_expires
 def test_runs_of_disjoint_ranges_go_on_together_and_overlapping_ones_do_not(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    settings = make_settings(kafka_bootstrap)
-    env = env_for(settings)
+    settings = topic_settings(kafka_bootstrap)
+    env = child_env(settings)
     with model_server(tmp_path / "model", env, "--latency-ms", "50") as (url, log):
         halves = [start(run_args("halves", url, "--range", r), env) for r in ("0:15", "15:30")]
         assert [finish(process)[0] for process in halves] == [0, 0]

@@ -17,8 +17,8 @@ from resultlog.producer.runner import RunResult, WritePolicy
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
-from tests.factories import make_record
-from tests.producer.scripted import ScriptedModel, latest, partition_log
+from tests.support.records import make_record
+from tests.support.scripted import ScriptedModel, latest, partition_log
 
 SAMPLES = 6
 EPOCHS = 2

@@ -22,9 +22,9 @@ from resultlog.producer.store import KafkaResultStore, ResultStore
 from resultlog.schemas import Codec, RunKey
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_config, topic_specs
-from tests.factories import make_record
-from tests.producer.scripted import ScriptedModel, partition_log
-from tests.resultlog.processes import wait_for
+from tests.support.records import make_record
+from tests.support.scripted import ScriptedModel, partition_log
+from tests.support.waiting import wait_for
 
 MODEL = "scripted/m"
 MIB = 1024 * 1024

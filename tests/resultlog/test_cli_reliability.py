@@ -17,15 +17,15 @@ from resultlog.consumers import live_leases
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import Codec, RunKey, RunSummary, encode_run_key, partition_for
 from resultlog.settings import Settings
-from tests.resultlog.processes import (
+from tests.support.cli import cli_argv
+from tests.support.processes import (
     durable,
     model_server,
     one_line_error,
     requests_in,
-    resultlog,
     start,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 
 MODEL = "offline/gpt-4o"
 
@@ -35,7 +35,7 @@ def run_args(run_id: str, benchmark: str = "arith", *options: str) -> list[str]:
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(resultlog(*args), env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(cli_argv(*args), env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_a_600_kb_prompt_completes_and_a_rerun_asks_nothing(

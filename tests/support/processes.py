@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -15,29 +13,17 @@ from resultlog.consumers import read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
+from tests.support.cli import cli_argv
+from tests.support.waiting import wait_for
 
 T = TypeVar("T")
-
-
-def resultlog(*args: str) -> list[str]:
-    """The argv of a `resultlog` child process."""
-    return [sys.executable, "-m", "resultlog.cli", *args]
 
 
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     """A `resultlog` command running in the background, its output captured."""
     return subprocess.Popen(
-        resultlog(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cli_argv(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-
-
-def wait_for(check: Callable[[], T], what: str, timeout_s: float = 60.0) -> T:
-    """Poll `check` until it returns something true; fail naming `what` after the timeout."""
-    deadline = time.monotonic() + timeout_s
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return found
 
 
 @contextmanager
@@ -46,7 +32,7 @@ def model_server(directory: Path, env: dict[str, str], *options: str) -> Iterato
     directory.mkdir(parents=True, exist_ok=True)
     port_file, log = directory / "port", directory / "requests.jsonl"
     command = ["model-server", "--port-file", str(port_file), "--request-log", str(log)]
-    server = subprocess.Popen(resultlog(*command, *options), env=env, stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(cli_argv(*command, *options), env=env, stdout=subprocess.DEVNULL)
     try:
         wait_for(lambda: port_file.exists() or server.poll() is not None, "the model server")
         assert server.poll() is None, "the model server did not start"
