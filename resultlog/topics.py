@@ -67,7 +67,7 @@ def topic_specs(
             name,
             layout.partitions,
             settings.replication_factor,
-            config={**base, **own.get(name, {}), "cleanup.policy": layout.cleanup_policy},
+            config={**own.get(name, {}), **base, "cleanup.policy": layout.cleanup_policy},
         )
         for name, layout in topic_layouts(settings).items()
     ]
