@@ -1,8 +1,11 @@
 """A local Apache Kafka cluster (KRaft, combined broker+controller nodes) run from Maven jars.
 
-With `sasl_users` the client listener is SASL_PLAINTEXT with SCRAM-SHA-512 (the controller
-listener stays PLAINTEXT on loopback); the brokers authenticate to each other as an internal
-user whose random password lives only in the cluster directory (files of mode 0600).
+Security is chosen when a cluster is created. With `sasl_users` the client listener takes
+SCRAM-SHA-512 logins; with `tls` it speaks TLS with a certificate of the cluster's own CA
+(`ca.pem` in its directory), with `client_auth` it also wants client certificates of that CA;
+with `authorizer` Kafka's StandardAuthorizer runs with one super user. The brokers talk to
+each other over the client listener as an internal user whose random password lives only in
+the cluster directory (files of mode 0600, as every key file).
 """
 
 from resultlog.broker._cluster import LocalKafka
@@ -10,12 +13,16 @@ from resultlog.broker._jars import KAFKA_VERSION, fetch_maven_artifacts, user_ca
 from resultlog.broker._processes import free_port, free_ports
 from resultlog.broker._scram import SCRAM_MECHANISM, sasl_users_from_env
 from resultlog.broker._state import default_kafka_dir
+from resultlog.broker._tls import CA_CERTIFICATE, TlsFiles, ensure_tls_files
 
 __all__ = [
+    "CA_CERTIFICATE",
     "KAFKA_VERSION",
     "SCRAM_MECHANISM",
     "LocalKafka",
+    "TlsFiles",
     "default_kafka_dir",
+    "ensure_tls_files",
     "fetch_maven_artifacts",
     "free_port",
     "free_ports",

@@ -30,6 +30,7 @@ from resultlog.broker._processes import (
     wait_ports_free,
 )
 from resultlog.broker._scram import SCRAM_ITERATIONS, checked_users, scram_arguments
+from resultlog.broker._security import Security
 from resultlog.broker._state import (
     ClusterState,
     Node,
@@ -39,6 +40,7 @@ from resultlog.broker._state import (
     write_private,
     write_state,
 )
+from resultlog.broker._tls import TlsFiles, ensure_tls_files, issue_client_certificate, tls_paths
 from resultlog.errors import BrokerError
 
 __all__ = ["LocalKafka"]
@@ -64,27 +66,48 @@ class LocalKafka:
         timeout: float = 90.0,
         *,
         sasl_users: Mapping[str, str] | None = None,
+        tls: bool = False,
+        client_auth: bool = False,
+        authorizer: bool = False,
+        admin: str | None = None,
     ) -> str:
         """Start the cluster unless it already runs; wait until it serves; return bootstrap.
 
-        `sasl_users` (name to password) makes the client listener SASL_PLAINTEXT with
-        SCRAM-SHA-512; the credentials are written at format time, or upserted through the
-        admin API when the cluster already exists.
+        `sasl_users` (name to password) makes the client listener SASL with SCRAM-SHA-512;
+        the credentials are written at format time, or upserted through the admin API when
+        the cluster already exists. `tls`: the listener speaks TLS with a certificate of the
+        cluster's own CA (`ca.pem` in the directory); `client_auth`: clients must present a
+        certificate of that CA (see `issue_certificate`). `authorizer`: Kafka's
+        StandardAuthorizer, whose super user `admin` defaults to the one SASL user, else to
+        `admin` (a certificate principal, whose certificate is issued at creation). These
+        options are fixed when the cluster is created.
         """
         java = require_executable("java", "a Java 17+ runtime is needed to run Kafka")
         users = checked_users(sasl_users)
+        wanted = Security(bool(users), tls, client_auth, authorizer)
+        wanted.check()
         existed = self._state_file.exists()
-        state = self._prepare_state(port, brokers, users)
+        state = self._prepare_state(port, brokers, users, wanted, admin)
         if not all(self._running_pid(n) for n in state.nodes):
             libs = fetch_kafka_jars()
-            scram = scram_arguments(users, state.internal_secret)
+            tls_files = self._ensure_tls(state)
+            if not existed and state.admin is not None and not state.sasl:
+                self.issue_certificate(state.admin)
+            scram = scram_arguments(users, state.internal_secret if state.sasl else None)
             for node in state.nodes:
                 if self._running_pid(node) is None:
-                    self._start_node(java, libs, state, node, scram)
+                    self._start_node(java, libs, state, node, scram, tls=tls_files)
             self._wait_ready(state, timeout)
         if existed and users:
             self._upsert_users(state, users)
         return state.bootstrap
+
+    def issue_certificate(self, principal: str, out: Path | None = None) -> tuple[Path, Path]:
+        """A client certificate for User:NAME from the cluster's CA: (certificate, key) paths.
+
+        Written to `out` (default: `clients/` in the cluster directory); the key is mode 0600.
+        """
+        return issue_client_certificate(self.directory, principal, out)
 
     def down(self, timeout: float = 30.0) -> bool:
         """Stop every node (SIGTERM, wait, then SIGKILL); True when something was running."""
@@ -116,7 +139,8 @@ class LocalKafka:
         state = self._load_state()
         node = self._node(node_id)
         if self._running_pid(node) is None:
-            self._start_node(java, fetch_kafka_jars(), state, node, [])
+            tls_files = self._ensure_tls(state)
+            self._start_node(java, fetch_kafka_jars(), state, node, [], tls=tls_files)
         self._wait_ready(state, timeout)
 
     def log_file(self, node_id: int = 1) -> Path:
@@ -135,7 +159,7 @@ class LocalKafka:
 
     def _upsert_users(self, state: ClusterState, users: Mapping[str, str]) -> None:
         """Create or update SCRAM users of a running cluster through the admin API."""
-        admin = AdminClient(admin_config(state, state.bootstrap))
+        admin = AdminClient(admin_config(state, state.bootstrap, self._tls_paths(state)))
         info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
         upserts: list[UserScramCredentialAlteration] = [
             UserScramCredentialUpsertion(name, info, password.encode("utf-8"))
@@ -163,7 +187,12 @@ class LocalKafka:
         write_state(self._state_file, state)
 
     def _prepare_state(
-        self, port: int | None, brokers: int, users: Mapping[str, str]
+        self,
+        port: int | None,
+        brokers: int,
+        users: Mapping[str, str],
+        security: Security,
+        admin: str | None,
     ) -> ClusterState:
         if self._state_file.exists():
             state = self._load_state()
@@ -171,11 +200,13 @@ class LocalKafka:
                 raise BrokerError(
                     f"{self.directory} holds a {len(state.nodes)}-node cluster, not {brokers}"
                 )
-            if bool(users) != (state.internal_secret is not None):
-                kind = "a PLAINTEXT" if state.internal_secret is None else "a SASL"
+            if Security.of(state) != security:
                 raise BrokerError(
-                    f"{self.directory} holds {kind} cluster; use another --dir for the other kind"
+                    f"{self.directory} holds {Security.of(state).describe()}, not "
+                    f"{security.describe()}; use the same options or another --dir"
                 )
+            if admin is not None and admin != state.admin:
+                raise BrokerError(f"the admin of {self.directory} is {state.admin}, not {admin}")
             if not any(self._running_pid(n) for n in state.nodes):
                 self._repick_ports(state, port)
             return state
@@ -184,11 +215,26 @@ class LocalKafka:
         if not port_is_free(ports[0]):
             raise BrokerError(f"port {ports[0]} on 127.0.0.1 is already in use")
         nodes = [Node(i + 1, ports[2 * i], ports[2 * i + 1]) for i in range(brokers)]
-        state = ClusterState(cluster_id=new_cluster_id(), nodes=nodes, sasl_users=sorted(users))
-        if users:
+        state = ClusterState(
+            cluster_id=new_cluster_id(),
+            nodes=nodes,
+            sasl_users=sorted(users),
+            sasl=security.sasl,
+            tls=security.tls,
+            client_auth=security.client_auth,
+            admin=security.admin(users, admin),
+        )
+        if security.sasl or security.authorizer:
             state.internal_secret = secrets.token_urlsafe(32)
         self._save_state(state)
         return state
+
+    def _ensure_tls(self, state: ClusterState) -> TlsFiles | None:
+        """The CA and a valid broker certificate of a TLS cluster (made or renewed now)."""
+        return ensure_tls_files(self.directory) if state.tls else None
+
+    def _tls_paths(self, state: ClusterState) -> TlsFiles | None:
+        return tls_paths(self.directory) if state.tls else None
 
     def _repick_ports(self, state: ClusterState, port: int | None) -> None:
         """Honour a new --port for a stopped cluster; --port 0 moves off a taken port."""
@@ -223,7 +269,14 @@ class LocalKafka:
 
     # -- processes ----------------------------------------------------------------------------
     def _start_node(
-        self, java: str, libs: Path, state: ClusterState, node: Node, scram: list[str]
+        self,
+        java: str,
+        libs: Path,
+        state: ClusterState,
+        node: Node,
+        scram: list[str],
+        *,
+        tls: TlsFiles | None,
     ) -> None:
         for port in (node.port, node.controller_port):
             if not port_is_free(port):
@@ -231,7 +284,7 @@ class LocalKafka:
         node_dir = self._node_dir(node.node_id)
         node_dir.mkdir(parents=True, exist_ok=True)
         properties = node_dir / "server.properties"
-        write_private(properties, server_properties(state, node, node_dir / "data"))
+        write_private(properties, server_properties(state, node, node_dir / "data", tls))
         log4j = node_dir / "log4j2.properties"
         log4j.write_text(log4j_properties(node_dir / "broker.log"))
         classpath = ["-cp", f"{libs}/*", f"-Dlog4j2.configurationFile={log4j}"]
@@ -270,7 +323,8 @@ class LocalKafka:
         """Wait until every node answers on its own port and knows every other node."""
         # Asking each node itself: the cluster's metadata still lists a node killed moments
         # ago, while the node only opens its client port once it has caught up.
-        admins = {n.node_id: AdminClient(admin_config(state, n.address)) for n in state.nodes}
+        tls = self._tls_paths(state)
+        admins = {n.node_id: AdminClient(admin_config(state, n.address, tls)) for n in state.nodes}
         waiting = [node.node_id for node in state.nodes]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

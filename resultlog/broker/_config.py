@@ -7,6 +7,7 @@ from typing import Any
 
 from resultlog.broker._scram import INTERNAL_USER, SCRAM_MECHANISM, sasl_properties
 from resultlog.broker._state import ClusterState, Node
+from resultlog.broker._tls import TlsFiles
 
 __all__ = ["HEAP", "admin_config", "log4j_properties", "server_properties"]
 
@@ -31,11 +32,14 @@ def log4j_properties(log: Path) -> str:
     return _LOG4J.format(log=log)
 
 
-def server_properties(state: ClusterState, node: Node, data: Path) -> str:
+def server_properties(state: ClusterState, node: Node, data: Path, tls: TlsFiles | None) -> str:
     """The server.properties of one node, its log directory `data`."""
     voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in state.nodes)
     replicas = min(3, len(state.nodes))
-    listener = "PLAINTEXT" if state.internal_secret is None else "SASL_PLAINTEXT"
+    # The client listener is the inter-broker one too: with an authorizer, a listener of its
+    # own without authentication would make every anonymous client a super user.
+    listener = state.protocol
+    controller = "PLAINTEXT" if state.admin is None else "SASL_PLAINTEXT"
     settings: dict[str, object] = {
         "process.roles": "broker,controller",
         "node.id": node.node_id,
@@ -46,8 +50,10 @@ def server_properties(state: ClusterState, node: Node, data: Path) -> str:
         "advertised.listeners": f"{listener}://127.0.0.1:{node.port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": listener,
-        "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{listener}:{listener}",
-        **sasl_properties(state.internal_secret),
+        "listener.security.protocol.map": f"CONTROLLER:{controller},{listener}:{listener}",
+        **_sasl(state, listener),
+        **_tls(state, listener, tls),
+        **_authorizer(state),
         "log.dirs": data,
         "num.partitions": 1,
         "auto.create.topics.enable": "false",
@@ -71,12 +77,67 @@ def server_properties(state: ClusterState, node: Node, data: Path) -> str:
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
-def admin_config(state: ClusterState, servers: str) -> dict[str, Any]:
-    """The launcher's own client configuration (the internal user on a SASL cluster)."""
-    config: dict[str, Any] = {"bootstrap.servers": servers, "log_level": 0}
-    if state.internal_secret is not None:
-        config["security.protocol"] = "SASL_PLAINTEXT"
+def _sasl(state: ClusterState, listener: str) -> dict[str, object]:
+    if not state.sasl or state.internal_secret is None:
+        return {}
+    return sasl_properties(state.internal_secret, listener)
+
+
+def _tls(state: ClusterState, listener: str, tls: TlsFiles | None) -> dict[str, object]:
+    """PEM keystore and truststore (the brokers check each other too), mutual TLS if asked."""
+    if not state.tls or tls is None:
+        return {}
+    settings: dict[str, object] = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": tls.keystore,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": tls.ca,
+        # Java prints a certificate's DN as RFC 2253 (last RDN first); a CN alone is User:<CN>.
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+)$/$1/,DEFAULT",
+    }
+    if state.client_auth:
+        # Listener-scoped: the broker-wide key would not apply to a SASL_SSL listener.
+        settings[f"listener.name.{listener.lower()}.ssl.client.auth"] = "required"
+    return settings
+
+
+def _authorizer(state: ClusterState) -> dict[str, object]:
+    """Kafka's StandardAuthorizer; the controllers authenticate the brokers with PLAIN.
+
+    An unauthenticated controller listener would see each broker as User:ANONYMOUS, which
+    may not register: the node gives up after a minute. SCRAM cannot serve there (its
+    credentials live in the metadata log the controllers serve).
+    """
+    if state.admin is None or state.internal_secret is None:
+        return {}
+    secret = state.internal_secret
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{INTERNAL_USER}" password="{secret}" user_{INTERNAL_USER}="{secret}";'
+    )
+    return {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:{INTERNAL_USER};User:{state.admin}",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": jaas,
+    }
+
+
+def admin_config(state: ClusterState, servers: str, tls: TlsFiles | None) -> dict[str, Any]:
+    """The launcher's own client configuration: the internal user (a super user)."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": servers,
+        "log_level": 0,
+        "security.protocol": state.protocol,
+    }
+    if state.sasl and state.internal_secret is not None:
         config["sasl.mechanism"] = SCRAM_MECHANISM
         config["sasl.username"] = INTERNAL_USER
         config["sasl.password"] = state.internal_secret
+    if state.tls and tls is not None:
+        config["ssl.ca.location"] = str(tls.ca)
+        if state.client_auth:  # the broker's certificate: its CN is the internal user
+            config["ssl.certificate.location"] = str(tls.keystore)
+            config["ssl.key.location"] = str(tls.keystore)
     return config

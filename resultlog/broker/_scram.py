@@ -28,10 +28,8 @@ INTERNAL_USER = "resultlog-broker"
 _USER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
-def sasl_properties(internal_secret: str | None) -> dict[str, object]:
-    """SCRAM on the client and inter-broker listener; nothing for a PLAINTEXT cluster."""
-    if internal_secret is None:
-        return {}
+def sasl_properties(internal_secret: str, listener: str) -> dict[str, object]:
+    """SCRAM on the client and inter-broker listener named `listener`."""
     jaas = (
         "org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="{INTERNAL_USER}" password="{internal_secret}";'
@@ -39,7 +37,7 @@ def sasl_properties(internal_secret: str | None) -> dict[str, object]:
     return {
         "sasl.enabled.mechanisms": SCRAM_MECHANISM,
         "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
-        f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": jaas,
+        f"listener.name.{listener.lower()}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": jaas,
     }
 
 
@@ -57,7 +55,10 @@ def checked_users(users: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def scram_arguments(users: Mapping[str, str], internal_secret: str | None) -> list[str]:
-    """`--add-scram` values: salted, so no password is ever on a command line."""
+    """`--add-scram` values: salted, so no password is ever on a command line.
+
+    None for the internal secret: the cluster has no SCRAM logins.
+    """
     if internal_secret is None:
         return []
     everyone = {**users, INTERNAL_USER: internal_secret}

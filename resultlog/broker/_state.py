@@ -1,4 +1,4 @@
-"""What a local cluster's directory records: its id, nodes, ports and SASL set-up."""
+"""What a local cluster's directory records: its id, nodes, ports and security set-up."""
 
 from __future__ import annotations
 
@@ -49,18 +49,32 @@ class ClusterState:
     nodes: list[Node] = field(default_factory=list)
     version: str = KAFKA_VERSION
     sasl_users: list[str] = field(default_factory=list)  # names only, never passwords
-    # The brokers' own SCRAM password; None for a PLAINTEXT cluster.
+    # The brokers' own password (SCRAM between brokers, PLAIN to the controllers); None for a
+    # cluster with neither SASL nor an authorizer.
     internal_secret: str | None = field(default=None, repr=False)
+    sasl: bool = False  # SCRAM-SHA-512 logins on the client listener
+    tls: bool = False  # the client listener speaks TLS
+    client_auth: bool = False  # ... and requires a client certificate (mutual TLS)
+    admin: str | None = None  # the super user's name: Kafka's StandardAuthorizer is on
 
     @property
     def bootstrap(self) -> str:
         return ",".join(node.address for node in self.nodes)
+
+    @property
+    def protocol(self) -> str:
+        """The security protocol of the client (and inter-broker) listener."""
+        if self.tls:
+            return "SASL_SSL" if self.sasl else "SSL"
+        return "SASL_PLAINTEXT" if self.sasl else "PLAINTEXT"
 
 
 def read_state(path: Path) -> ClusterState:
     """The cluster state saved in `path`."""
     raw = json.loads(path.read_text())
     nodes = [Node(**n) for n in raw.pop("nodes")]
+    # Written before the security fields existed: an internal secret meant SASL.
+    raw.setdefault("sasl", raw.get("internal_secret") is not None)
     return ClusterState(nodes=nodes, **raw)
 
 
