@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from resultlog._pem import PemError, check_ca, check_client_pair, common_name
 
 __all__ = ["KafkaConfig", "Settings"]
 
@@ -13,6 +17,10 @@ KafkaConfig = dict[str, str | int | float | bool]
 
 SecurityProtocol = Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+_CA = "RESULTLOG_SSL_CA_LOCATION"
+_CERTIFICATE = "RESULTLOG_SSL_CERTIFICATE_LOCATION"
+_KEY = "RESULTLOG_SSL_KEY_LOCATION"
 
 
 class Settings(BaseSettings):
@@ -25,6 +33,12 @@ class Settings(BaseSettings):
     sasl_mechanism: SaslMechanism | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    # TLS: the CA that signed the brokers' certificates; a client certificate and key for
+    # mutual TLS. Checked here (exists, PEM, not expired, key private and matching).
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_password: SecretStr | None = None
+    ssl_key_location: str | None = Field(default=None, validate_default=True)
     client_id: str = "resultlog"
 
     results_topic: str = "resultlog.sample-results"
@@ -53,6 +67,35 @@ class Settings(BaseSettings):
     model_retry_backoff_s: float = Field(default=0.5, ge=0.0, le=60.0)
     model_timeout_s: float = Field(default=120.0, gt=0.0)
 
+    @field_validator("ssl_ca_location")
+    @classmethod
+    def _ca_is_a_certificate(cls, value: str | None) -> str | None:
+        if value is not None:
+            _tls_file_check(lambda: check_ca(_CA, value))
+        return value
+
+    @field_validator("ssl_key_location")
+    @classmethod
+    def _key_matches_certificate(cls, value: str | None, info: ValidationInfo) -> str | None:
+        certificate: str | None = info.data.get("ssl_certificate_location")
+        if (value is None) != (certificate is None):
+            _tls_file_check(_unpaired)
+        if value is not None and certificate is not None:
+            secret: SecretStr | None = info.data.get("ssl_key_password")
+            password = secret.get_secret_value() if secret is not None else None
+            _tls_file_check(
+                lambda: check_client_pair(_CERTIFICATE, certificate, _KEY, value, password)
+            )
+        return value
+
+    def principal(self) -> str:
+        """The Kafka principal these settings log in as: User:NAME (SASL user or certificate CN)."""
+        if self.security_protocol.startswith("SASL") and self.sasl_username:
+            return f"User:{self.sasl_username}"
+        if self.security_protocol == "SSL" and self.ssl_certificate_location is not None:
+            return f"User:{common_name(self.ssl_certificate_location) or 'ANONYMOUS'}"
+        return "User:ANONYMOUS"
+
     def client_config(self) -> KafkaConfig:
         """The librdkafka configuration shared by every client (the one mapping to dotted keys)."""
         config: KafkaConfig = {
@@ -66,6 +109,14 @@ class Settings(BaseSettings):
             config["sasl.username"] = self.sasl_username
         if self.sasl_password is not None:
             config["sasl.password"] = self.sasl_password.get_secret_value()
+        tls_files = {
+            "ssl.ca.location": self.ssl_ca_location,
+            "ssl.certificate.location": self.ssl_certificate_location,
+            "ssl.key.location": self.ssl_key_location,
+        }
+        config.update({key: path for key, path in tls_files.items() if path is not None})
+        if self.ssl_key_password is not None:
+            config["ssl.key.password"] = self.ssl_key_password.get_secret_value()
         return config
 
     def registry_config(self) -> dict[str, str | float] | None:
@@ -84,3 +135,15 @@ class Settings(BaseSettings):
     def topic_names(self) -> tuple[str, str, str]:
         """The results, summaries and dead-letter topic names."""
         return self.results_topic, self.summaries_topic, self.dlq_topic
+
+
+def _unpaired() -> None:
+    raise PemError(f"{_CERTIFICATE} and {_KEY} go together (mutual TLS): set both or neither")
+
+
+def _tls_file_check(check: Callable[[], None]) -> None:
+    """Run a file check; its one-line message becomes the validation error's, as it is."""
+    try:
+        check()
+    except PemError as exc:
+        raise PydanticCustomError("tls_file", "{reason}", {"reason": str(exc)}) from None
