@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from resultlog.broker import LocalKafka, sasl_users_from_env
+from resultlog.broker import LocalKafka, default_kafka_dir, ensure_tls_files, sasl_users_from_env
 from resultlog.cli._connect import connect
 from resultlog.topics import ensure_topics
 
@@ -26,10 +26,38 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     start.add_argument(
         "--sasl-password-env", metavar="VAR", help="environment variable with NAME's password"
     )
+    start.add_argument(
+        "--tls", action="store_true", help="serve TLS with a certificate of a CA made in --dir"
+    )
+    start.add_argument(
+        "--tls-client-auth",
+        choices=("none", "required"),
+        default="none",
+        help="required: clients present a certificate of that CA (mutual TLS)",
+    )
+    start.add_argument(
+        "--authorizer",
+        action="store_true",
+        help="Kafka's ACLs, the SASL user (or the certificate principal `admin`) a super user",
+    )
     start.set_defaults(handler=up)
     stop = actions.add_parser("down", help="stop the local broker")
     stop.add_argument("--dir", type=Path, default=None, help="data directory")
     stop.set_defaults(handler=down)
+    issue = actions.add_parser("issue-cert", help="a client certificate for User:NAME (mTLS)")
+    issue.add_argument("--principal", required=True, metavar="NAME", help="NAME or User:NAME")
+    issue.add_argument("--dir", type=Path, default=None, help="data directory (holds the CA)")
+    issue.add_argument("--out", type=Path, default=None, help="folder (default: DIR/clients)")
+    issue.set_defaults(handler=issue_cert)
+    certs = actions.add_parser("certs", help="make the CA and broker certificate only")
+    certs.add_argument("--dir", type=Path, default=None, help="where to write them")
+    certs.add_argument(
+        "--hostname",
+        action="append",
+        default=[],
+        help="a name the broker is reached by besides localhost (repeatable)",
+    )
+    certs.set_defaults(handler=make_certs)
 
     topics = commands.add_parser("topics", help="manage the resultlog topics")
     topic_actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -41,7 +69,32 @@ def up(args: argparse.Namespace) -> int:
     """Start the local broker (harmless when it already runs); print its bootstrap address."""
     users = sasl_users_from_env(args.sasl_user, args.sasl_password_env)
     kafka = LocalKafka(args.dir)
-    print(kafka.up(port=args.port, brokers=args.brokers, timeout=args.timeout, sasl_users=users))
+    bootstrap = kafka.up(
+        port=args.port,
+        brokers=args.brokers,
+        timeout=args.timeout,
+        sasl_users=users,
+        tls=args.tls,
+        client_auth=args.tls_client_auth == "required",
+        authorizer=args.authorizer,
+    )
+    print(bootstrap)
+    return 0
+
+
+def issue_cert(args: argparse.Namespace) -> int:
+    """Issue a client certificate; print the settings that use it."""
+    certificate, key = LocalKafka(args.dir).issue_certificate(args.principal, args.out)
+    print(f"RESULTLOG_SSL_CERTIFICATE_LOCATION={certificate}")
+    print(f"RESULTLOG_SSL_KEY_LOCATION={key}")
+    return 0
+
+
+def make_certs(args: argparse.Namespace) -> int:
+    """Make (or renew) the CA and the broker keystore without starting a broker."""
+    files = ensure_tls_files((args.dir or default_kafka_dir()).resolve(), args.hostname)
+    print(f"CA certificate: {files.ca}")
+    print(f"broker keystore (key, certificate, CA): {files.keystore}")
     return 0
 
 
