@@ -62,6 +62,16 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("RESULTLOG_API_KEY", "OPENROUTER_API_KEY")
     )
     aggregator_group: str = "resultlog-aggregator"
+
+    work_topic: str = "resultlog.work"
+    work_dlq_topic: str = "resultlog.work.dlq"
+    work_partitions: int = Field(default=6, ge=1)
+    work_group: str = "resultlog-workers"
+    work_max_attempts: int = Field(default=3, ge=1, le=100)
+    work_retry_backoff_s: float = Field(default=1.0, ge=0.0, le=600.0)
+    work_session_timeout_ms: int = Field(default=45_000, ge=1_000)
+    work_max_poll_interval_ms: int = Field(default=300_000, ge=1_000)
+
     delivery_timeout_ms: int = Field(default=30_000, ge=100)
     model_max_retries: int = Field(default=3, ge=0, le=20)
     model_retry_backoff_s: float = Field(default=0.5, ge=0.0, le=60.0)
