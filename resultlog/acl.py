@@ -1,0 +1,194 @@
+"""Least-privilege roles as Kafka ACLs: what a worker, the aggregator and a viewer may do.
+
+Topic and group names come from the settings, so a role follows a deployment's names. Every
+role may DESCRIBE the groups named `resultlog-reader-*`: the assign()-only reader (resume,
+replay, status) commits nothing but still looks up its random group's coordinator, and a
+denied lookup would be an error. Nothing here grants cluster operations: creating topics,
+purging a run and changing ACLs stay with an admin (a super user).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from resultlog.kafka import KafkaClientError, KafkaConnection
+from resultlog.settings import Settings
+
+__all__ = ["READER_GROUP_PREFIX", "Acl", "Role", "grant", "list_acls", "revoke", "role_acls"]
+
+# The group id prefix of KafkaConnection.reader().
+READER_GROUP_PREFIX = "resultlog-reader-"
+_TIMEOUT_S = 15.0
+_MAX_TEXT = 200
+
+Resource = Literal["topic", "group"]
+Operation = Literal["READ", "WRITE", "DESCRIBE"]
+
+
+class Role(StrEnum):
+    """A least-privilege role of `resultlog acl grant`."""
+
+    WORKER = "worker"
+    AGGREGATOR = "aggregator"
+    VIEWER = "viewer"
+
+
+@dataclass(frozen=True, order=True)
+class Acl:
+    """One ALLOW rule: a principal may do an operation on a topic or group (or a prefix)."""
+
+    principal: str
+    resource: Resource
+    name: str
+    operation: Operation
+    prefixed: bool = False
+
+    def __str__(self) -> str:
+        name = f"{self.name}* (prefix)" if self.prefixed else self.name
+        return f"{self.principal} may {self.operation} {self.resource} {name}"
+
+
+def role_acls(
+    settings: Settings, role: Role, principal: str, group: str | None = None
+) -> list[Acl]:
+    """The ACLs of `role` for `principal`; `group` replaces the role's group from settings."""
+    principal = _checked_principal(principal)
+
+    def topic(name: str, operation: Operation) -> Acl:
+        return Acl(principal, "topic", name, operation)
+
+    def consumer_group(name: str) -> Acl:
+        return Acl(principal, "group", name, "READ")
+
+    readers = Acl(principal, "group", READER_GROUP_PREFIX, "DESCRIBE", prefixed=True)
+    if role is Role.WORKER:
+        # Writes results and reads them back to resume; takes and commits work tasks, and
+        # dead-letters the ones that keep failing.
+        return [
+            topic(settings.results_topic, "WRITE"),
+            topic(settings.results_topic, "READ"),
+            topic(settings.work_topic, "READ"),
+            topic(settings.work_dlq_topic, "WRITE"),
+            consumer_group(group or settings.work_group),
+            readers,
+        ]
+    if role is Role.AGGREGATOR:
+        # Folds results as a group member (committing nothing), writes summaries and dead
+        # letters; replay reads results too.
+        return [
+            topic(settings.results_topic, "READ"),
+            topic(settings.summaries_topic, "WRITE"),
+            topic(settings.dlq_topic, "WRITE"),
+            consumer_group(group or settings.aggregator_group),
+            readers,
+        ]
+    return [topic(settings.summaries_topic, "READ"), readers]
+
+
+def grant(kafka: KafkaConnection, acls: Sequence[Acl]) -> None:
+    """Create the ACLs (creating an existing one again changes nothing)."""
+    admin = kafka.admin()  # referenced until the futures are done: they fail once it is freed
+    futures = admin.create_acls([_binding(acl) for acl in acls], request_timeout=_TIMEOUT_S)
+    for future in futures.values():
+        _result(kafka, future, "ALTER")
+
+
+def revoke(kafka: KafkaConnection, acls: Sequence[Acl]) -> int:
+    """Delete the ACLs; return how many existed."""
+    filters = [_filter(acl) for acl in acls]
+    admin = kafka.admin()
+    futures = admin.delete_acls(filters, request_timeout=_TIMEOUT_S)
+    return sum(len(_result(kafka, future, "ALTER")) for future in futures.values())
+
+
+def list_acls(kafka: KafkaConnection, principal: str | None = None) -> list[Acl]:
+    """Every ALLOW ACL on topics and groups (of `principal`, if given), sorted."""
+    if principal is not None:
+        principal = _checked_principal(principal)
+    anything: Any = None  # the filter's wildcard, which the type stubs do not allow for
+    query = AclBindingFilter(
+        ResourceType.ANY,
+        anything,
+        ResourcePatternType.ANY,
+        principal or anything,
+        anything,
+        AclOperation.ANY,
+        AclPermissionType.ALLOW,
+    )
+    admin = kafka.admin()
+    future = admin.describe_acls(query, request_timeout=_TIMEOUT_S)
+    bindings: list[AclBinding] = _result(kafka, future, "DESCRIBE")
+    return sorted(acl for acl in map(_acl, bindings) if acl is not None)
+
+
+def _checked_principal(principal: str) -> str:
+    kind, _, name = principal.partition(":")
+    if kind != "User" or not name or not name.isprintable() or name != name.strip():
+        raise KafkaClientError(f"principal must look like User:NAME, got {principal!r}")
+    return principal
+
+
+def _binding(acl: Acl) -> AclBinding:
+    return AclBinding(*_fields(acl))
+
+
+def _filter(acl: Acl) -> AclBindingFilter:
+    return AclBindingFilter(*_fields(acl))
+
+
+def _fields(acl: Acl) -> tuple[Any, ...]:
+    kind = ResourceType.TOPIC if acl.resource == "topic" else ResourceType.GROUP
+    pattern = ResourcePatternType.PREFIXED if acl.prefixed else ResourcePatternType.LITERAL
+    operation = AclOperation[acl.operation]
+    return kind, acl.name, pattern, acl.principal, "*", operation, AclPermissionType.ALLOW
+
+
+def _acl(binding: AclBinding) -> Acl | None:
+    """Our view of a binding; None for what roles never grant (cluster ACLs, DENY, hosts)."""
+    kinds: dict[Any, Resource] = {ResourceType.TOPIC: "topic", ResourceType.GROUP: "group"}
+    operations: dict[Any, Operation] = {
+        AclOperation.READ: "READ",
+        AclOperation.WRITE: "WRITE",
+        AclOperation.DESCRIBE: "DESCRIBE",
+    }
+    kind, operation = kinds.get(binding.restype), operations.get(binding.operation)
+    if kind is None or operation is None:
+        return None
+    prefixed = binding.resource_pattern_type == ResourcePatternType.PREFIXED
+    return Acl(binding.principal, kind, binding.name, operation, prefixed)
+
+
+def _result(kafka: KafkaConnection, future: concurrent.futures.Future[Any], operation: str) -> Any:
+    """A future's result; Kafka's refusal as one line (never its Java request dump)."""
+    try:
+        return future.result(timeout=_TIMEOUT_S + 5)
+    except concurrent.futures.TimeoutError:
+        raise KafkaClientError(f"no answer from Kafka at {kafka.servers} about ACLs") from None
+    except KafkaException as exc:
+        error: KafkaError = exc.args[0]
+        if error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            raise KafkaClientError(
+                f"Kafka denied {kafka.settings.principal()} {operation} on the cluster "
+                f"({error.name()}): only a super user may manage ACLs"
+            ) from exc
+        if error.code() == KafkaError.SECURITY_DISABLED:
+            raise KafkaClientError(
+                f"Kafka at {kafka.servers} runs no authorizer: start it with "
+                "`resultlog kafka up --authorizer` (or set authorizer.class.name)"
+            ) from exc
+        text = str(error.str()).splitlines()[0][:_MAX_TEXT]
+        raise KafkaClientError(f"Kafka refused the ACL request ({error.name()}): {text}") from exc
