@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 
 from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
-from resultlog.kafka import KafkaClientError, KafkaConnection, produce
+from resultlog.kafka import KafkaClientError, KafkaConnection, access_denied, produce
 from resultlog.schemas import (
     Codec,
     DecodeError,
@@ -40,6 +40,7 @@ class SummaryPublisher:
         on_failure: Callable[[RunKey, str], None] | None = None,
     ) -> None:
         self.topic = kafka.summaries_topic
+        self._settings = kafka.settings
         self._codec = kafka.codec
         self._on_published = on_published
         self._on_failure = on_failure
@@ -94,7 +95,8 @@ class SummaryPublisher:
     def _produce(self, run_key: RunKey, value: bytes | None) -> None:
         def delivered(error: KafkaError | None, _message: Message) -> None:
             if error is not None:
-                self._fail(run_key, error.str())
+                denied = access_denied(self._settings, error, "WRITE", f"topic {self.topic}")
+                self._fail(run_key, denied or error.str())
             elif self._on_published is not None:
                 self._on_published()
 

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, Message
 
 from resultlog.consumers import KeyHistory, RunRecords, read_key_histories, read_run_records
 from resultlog.errors import TopicError
-from resultlog.kafka import KafkaClientError, KafkaConnection, produce
+from resultlog.kafka import KafkaClientError, KafkaConnection, access_denied, produce
 from resultlog.producer._fit import SizeLimits, reduce_to
 from resultlog.producer.errors import PersistenceError
 from resultlog.schemas import RunKey, SampleResult, WireFormat, encode_key, partition_for
@@ -155,7 +155,10 @@ class KafkaResultStore:
         delivered: asyncio.Future[None] = loop.create_future()
 
         def on_delivery(error: KafkaError | None, _message: Message) -> None:
-            loop.call_soon_threadsafe(_settle, delivered, error, record)
+            denied = None
+            if error is not None:
+                denied = access_denied(self._kafka.settings, error, "WRITE", f"topic {self.topic}")
+            loop.call_soon_threadsafe(_settle, delivered, error, record, denied)
 
         partition = partition_for(record.run_key, self._partitions)
         try:
@@ -182,12 +185,17 @@ class KafkaResultStore:
 
 
 def _settle(
-    delivered: asyncio.Future[None], error: KafkaError | None, record: SampleResult
+    delivered: asyncio.Future[None],
+    error: KafkaError | None,
+    record: SampleResult,
+    denied: str | None,
 ) -> None:
     if delivered.done():
         return
     if error is None:
         delivered.set_result(None)
+    elif denied is not None:  # retrying cannot help until an admin grants the ACL
+        delivered.set_exception(PersistenceError(denied, retriable=False))
     else:
         delivered.set_exception(_persistence_error(record, error.str(), None, error))
 

@@ -40,6 +40,7 @@ __all__ = [
     "KafkaConnection",
     "TopicLayout",
     "TopicLayoutError",
+    "access_denied",
     "produce",
     "topic_layouts",
 ]
@@ -180,6 +181,10 @@ class KafkaConnection:
                     f"cannot reach Kafka at {self.servers}: {_reason(exc)}"
                 ) from exc
             found = metadata.topics.get(topic)
+            if found is not None and found.error is not None:
+                denied = access_denied(self.settings, found.error, "DESCRIBE", f"topic {topic}")
+                if denied is not None:  # no waiting: an ACL does not appear by itself
+                    raise KafkaClientError(denied)
             problem = _unavailable(topic, found, created=created)
             if problem is None and found is not None:
                 count = len(found.partitions)
@@ -372,3 +377,30 @@ def _reason(exc: KafkaException) -> str:
     """The text of the KafkaError inside a KafkaException."""
     error = exc.args[0] if exc.args else exc
     return str(error.str()) if isinstance(error, KafkaError) else str(error)
+
+
+_AUTHORIZATION_FAILURES = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
+
+
+def access_denied(
+    settings: Settings, error: KafkaError, operation: str, resource: str
+) -> str | None:
+    """One line naming who Kafka denied which operation on what; None if `error` is no denial.
+
+    Kafka's own text ("Broker: Topic authorization failed", or a Java request dump for admin
+    calls) names neither the principal nor the operation: the caller knows both.
+    """
+    if error.code() not in _AUTHORIZATION_FAILURES:
+        return None
+    principal = settings.principal()
+    return (
+        f"Kafka denied {principal} {operation} on {resource} ({error.name()}); an admin "
+        f"grants it with `resultlog acl grant --principal {principal} --role ...`"
+    )
