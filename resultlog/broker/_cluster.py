@@ -45,6 +45,8 @@ from resultlog.errors import BrokerError
 
 __all__ = ["LocalKafka"]
 
+_NO_SECURITY = Security()
+
 
 class LocalKafka:
     """A KRaft cluster of one or more nodes living in one directory."""
@@ -191,8 +193,8 @@ class LocalKafka:
         port: int | None,
         brokers: int,
         users: Mapping[str, str],
-        security: Security,
-        admin: str | None,
+        security: Security = _NO_SECURITY,
+        admin: str | None = None,
     ) -> ClusterState:
         if self._state_file.exists():
             state = self._load_state()
