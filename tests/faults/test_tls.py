@@ -1,0 +1,170 @@
+"""TLS brokers (`kafka up --tls`): every client over SSL, SASL_SSL and mutual TLS, 1 and 3 nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from resultlog.consumers.aggregator import Aggregator
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey
+from resultlog.settings import Settings
+from tests.faults.security_support import (
+    MODEL,
+    SecureCluster,
+    cli,
+    client_settings,
+    error_line,
+    json_of,
+    leaked,
+    run_args,
+    run_key_args,
+    start_cluster,
+    wait_for,
+    with_topics,
+)
+
+pytestmark = pytest.mark.faults
+
+USER = "worker"
+PASSWORD = "tls-test-pa55word"
+# No client-side connection check yet: a refused TLS client fails when metadata times out.
+REFUSED_BOUND_S = 60.0
+
+
+@pytest.fixture(scope="module", params=["SSL", "SASL_SSL"])
+def single_node(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SecureCluster]:
+    """One node serving TLS, with SCRAM logins for SASL_SSL."""
+    users = {USER: PASSWORD} if request.param == "SASL_SSL" else None
+    cluster = start_cluster(tmp_path_factory.mktemp("tls"), users=users, tls=True)
+    print(f"\n{request.param} node up in {cluster.start_s:.1f}s")
+    yield cluster
+    cluster.kafka.down()
+
+
+@pytest.fixture(scope="module")
+def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
+    """Three nodes serving SASL_SSL; they replicate to each other over it."""
+    directory = tmp_path_factory.mktemp("tls3")
+    cluster = start_cluster(directory, users={USER: PASSWORD}, tls=True, brokers=3)
+    print(f"\nSASL_SSL 3-node cluster up in {cluster.start_s:.1f}s")
+    yield cluster
+    cluster.kafka.down()
+
+
+@pytest.fixture(scope="module")
+def mutual_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
+    """One node whose clients must present a certificate of its CA."""
+    cluster = start_cluster(tmp_path_factory.mktemp("mtls"), tls=True, client_auth=True)
+    yield cluster
+    cluster.kafka.down()
+
+
+def _user(cluster: SecureCluster) -> str | None:
+    return USER if cluster.protocol == "SASL_SSL" else None
+
+
+def _run_status_replay_aggregate(settings: Settings, run_id: str) -> None:
+    """A full run, its status, a published replay and an aggregator, all over the settings."""
+    run, _ = cli(settings, *run_args(run_id, samples=6, epochs=2))
+    assert json_of(run)["records"] == 12
+    status, _ = cli(settings, "status", *run_key_args(run_id), "--json")
+    assert json_of(status)["completed"] == 12
+    replay, _ = cli(settings, "replay", *run_key_args(run_id), "--json", "--publish")
+    replayed = json_of(replay)
+    assert replayed["records"] == 12
+    with Aggregator(KafkaConnection(settings), publish_interval_s=0.05) as aggregator:
+        run_key = RunKey(run_id, "arith", MODEL)
+        found = wait_for(lambda: aggregator.lookup(run_key).summary, "the aggregator's summary")
+        assert aggregator.failure is None
+    assert found.records == 12 and found.accuracy == replayed["accuracy"]
+    outputs = [p.stdout + p.stderr for p in (run, status, replay)]
+    assert not leaked(*outputs, secrets=(PASSWORD,))
+
+
+def test_a_run_its_status_replay_and_the_aggregator_over_tls(single_node: SecureCluster) -> None:
+    settings = with_topics(client_settings(single_node, user=_user(single_node)))
+    _run_status_replay_aggregate(settings, "tls")
+
+
+def test_a_three_node_cluster_replicates_over_sasl_ssl(three_nodes: SecureCluster) -> None:
+    settings = client_settings(three_nodes, user=USER, replication_factor=3, min_insync_replicas=2)
+    with_topics(settings)
+    metadata = KafkaConnection(settings).admin().list_topics(settings.results_topic, timeout=30)
+    assert len(metadata.brokers) == 3
+    partitions = metadata.topics[settings.results_topic].partitions.values()
+    assert all(len(p.isrs) == 3 for p in partitions)
+    _run_status_replay_aggregate(settings, "tls3")
+
+
+def test_mutual_tls_with_an_issued_certificate(mutual_tls: SecureCluster) -> None:
+    certificate = mutual_tls.kafka.issue_certificate("worker1")
+    settings = with_topics(client_settings(mutual_tls, certificate=certificate))
+    assert settings.principal() == "User:worker1"
+    run, _ = cli(settings, *run_args("mtls"))
+    assert json_of(run)["records"] == 8
+    replay, _ = cli(settings, "replay", *run_key_args("mtls"), "--json")
+    assert json_of(replay)["records"] == 8
+
+
+def test_a_client_without_certificate_is_refused_not_hung(mutual_tls: SecureCluster) -> None:
+    with_topics(client_settings(mutual_tls, certificate=mutual_tls.kafka.issue_certificate("a")))
+    anonymous = client_settings(mutual_tls)
+    done, elapsed = cli(anonymous, *run_args("no-certificate"), timeout_s=REFUSED_BOUND_S + 30)
+    error_line(done)
+    assert elapsed < REFUSED_BOUND_S
+
+
+def test_an_expired_broker_certificate_is_renewed_at_start(tmp_path: Path) -> None:
+    cluster = start_cluster(tmp_path / "kafka", tls=True)
+    try:
+        cluster.kafka.down()
+        directory = cluster.kafka.directory
+        _expire_broker_certificate(directory)
+        restarted = start_cluster(directory, tls=True)
+        leaf = x509.load_pem_x509_certificates((directory / "broker.pem").read_bytes())[0]
+        assert leaf.not_valid_after_utc > datetime.now(UTC) + timedelta(days=365)
+        settings = client_settings(restarted)
+        metadata = KafkaConnection(settings).admin().list_topics(timeout=30)
+        assert len(metadata.brokers) == 1
+        logs = [p.read_text(errors="replace") for p in directory.rglob("*.log")]
+        assert not leaked(*logs)
+    finally:
+        cluster.kafka.down()
+
+
+def _expire_broker_certificate(directory: Path) -> None:
+    """Replace the broker's certificate by one of the same CA that expired yesterday."""
+    ca_pem = (directory / "ca.pem").read_bytes()
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    ca_key = serialization.load_pem_private_key((directory / "ca.key").read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name.from_rfc4514_string("CN=resultlog-broker"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=30))
+        .not_valid_after(now - timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    keystore = directory / "broker.pem"
+    keystore.write_bytes(key_pem + certificate.public_bytes(serialization.Encoding.PEM) + ca_pem)
+    keystore.chmod(0o600)
