@@ -1,0 +1,253 @@
+"""ACLs (`kafka up --authorizer`, `resultlog acl grant`): each role does its job and no more.
+
+A denied action is one line naming the principal, the operation and the resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from resultlog.consumers import SummaryPublisher
+from resultlog.consumers.aggregator import Aggregator
+from resultlog.kafka import KafkaClientError, KafkaConnection
+from resultlog.producer import KafkaResultStore, PersistenceError
+from resultlog.schemas import RunKey
+from resultlog.settings import Settings
+from tests.factories import make_record
+from tests.faults.security_support import (
+    MODEL,
+    SecureCluster,
+    cli,
+    client_settings,
+    error_line,
+    json_of,
+    leaked,
+    run_args,
+    run_key_args,
+    start_cluster,
+    wait_for,
+    with_topics,
+)
+
+pytestmark = pytest.mark.faults
+
+ROLES = ("worker", "aggregator", "viewer")
+PASSWORDS = {name: f"{name}-acl-pa55" for name in ("admin", *ROLES, "nobody")}
+DENIAL_BOUND_S = 10.0  # a whole CLI process, start-up included
+RUN_ID = "acl"
+
+
+@dataclass
+class Principals:
+    """Settings of the admin and of each role's principal, on one set of topics."""
+
+    cluster: SecureCluster
+    admin: Settings
+    worker: Settings
+    aggregator: Settings
+    viewer: Settings
+    nobody: Settings
+
+
+@pytest.fixture(scope="module")
+def principals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Principals]:
+    """A SASL_SSL node with the StandardAuthorizer, topics made by the admin, roles granted."""
+    cluster = start_cluster(
+        tmp_path_factory.mktemp("acl"), users=PASSWORDS, tls=True, authorizer=True, admin="admin"
+    )
+    print(f"\nSASL_SSL node with the authorizer up in {cluster.start_s:.1f}s")
+    admin = with_topics(client_settings(cluster, user="admin"))
+    found = {name: client_settings(cluster, admin, user=name) for name in (*ROLES, "nobody")}
+    for role in ROLES:
+        for _ in range(2):  # granting again changes nothing
+            done, _ = cli(admin, "acl", "grant", "--role", role, "--principal", f"User:{role}")
+            assert done.returncode == 0, done.stderr
+            assert f"granted: User:{role} may" in done.stdout
+    time.sleep(1)  # ACLs reach the broker's authorizer within a second
+    yield Principals(cluster, admin, **found)
+    cluster.kafka.down()
+
+
+@pytest.fixture(scope="module")
+def worker_run(principals: Principals) -> dict[str, object]:
+    """A run of the worker principal, with its summary."""
+    done, _ = cli(principals.worker, *run_args(RUN_ID, samples=4, epochs=2))
+    return json_of(done)
+
+
+def _denial(line: str, principal: str, operation: str, topic: str) -> None:
+    expected = f"Kafka denied User:{principal} {operation} on topic {topic}"
+    assert expected in line and "TOPIC_AUTHORIZATION_FAILED" in line, line
+
+
+def test_a_worker_runs_resumes_and_replays(
+    principals: Principals, worker_run: dict[str, object]
+) -> None:
+    assert worker_run["records"] == 8
+    again, _ = cli(principals.worker, *run_args(RUN_ID, samples=4, epochs=2))
+    assert json_of(again)["records"] == 8
+    assert "resume read failed" not in again.stderr  # it read its own results back
+    status, _ = cli(principals.worker, "status", *run_key_args(RUN_ID), "--json")
+    assert json_of(status)["completed"] == 8
+    replay, _ = cli(principals.worker, "replay", *run_key_args(RUN_ID), "--json")
+    assert json_of(replay)["records"] == 8
+    assert not leaked(again.stderr, status.stderr, secrets=tuple(PASSWORDS.values()))
+
+
+def test_a_worker_cannot_write_summaries(
+    principals: Principals, worker_run: dict[str, object]
+) -> None:
+    worker = principals.worker
+    done, elapsed = cli(worker, "replay", *run_key_args(RUN_ID), "--json", "--publish")
+    _denial(error_line(done), "worker", "DESCRIBE", worker.summaries_topic)
+    assert elapsed < DENIAL_BOUND_S
+    with pytest.raises(KafkaClientError, match="Kafka denied User:worker DESCRIBE on topic"):
+        SummaryPublisher(KafkaConnection(worker))
+
+
+def test_a_viewer_cannot_write_results(principals: Principals) -> None:
+    viewer = principals.viewer
+    done, elapsed = cli(viewer, *run_args("viewer-run"))
+    _denial(error_line(done), "viewer", "DESCRIBE", viewer.results_topic)
+    assert elapsed < DENIAL_BOUND_S
+    with pytest.raises(PersistenceError, match="Kafka denied User:viewer DESCRIBE on topic"):
+        KafkaResultStore(KafkaConnection(viewer))
+
+
+async def test_a_denied_write_names_the_write_and_is_not_retried(principals: Principals) -> None:
+    aggregator = principals.aggregator  # it may read results, so it sees the topic
+    store = KafkaResultStore(KafkaConnection(aggregator))
+    record = make_record(0, 0, run_key=RunKey("denied", "arith", MODEL))
+    started = time.monotonic()
+    try:
+        with pytest.raises(PersistenceError) as caught:
+            await store.write(record)
+    finally:
+        await store.close()
+    assert not caught.value.retriable
+    _denial(str(caught.value), "aggregator", "WRITE", aggregator.results_topic)
+    assert time.monotonic() - started < 5
+
+
+def test_the_aggregator_folds_publishes_and_dead_letters_and_a_viewer_reads_summaries(
+    principals: Principals, worker_run: dict[str, object]
+) -> None:
+    poison = Producer(principals.worker.client_config() | {"log_level": 0})
+    poison.produce(principals.worker.results_topic, key=b"not a key", value=b"\x00junk")
+    assert poison.flush(15) == 0
+    run_key = RunKey(RUN_ID, "arith", MODEL)
+    with Aggregator(KafkaConnection(principals.aggregator), publish_interval_s=0.05) as service:
+        found = wait_for(lambda: service.lookup(run_key).summary, "the aggregator's summary")
+        assert service.failure is None
+        assert found.records == worker_run["records"]
+        dead = wait_for(lambda: _messages(principals.admin, principals.admin.dlq_topic), "a DLQ")
+        assert dead[0][0] == b"not a key"
+    published = wait_for(
+        lambda: _messages(principals.viewer, principals.viewer.summaries_topic),
+        "the viewer to read the published summary",
+    )
+    assert any(value is not None and RUN_ID.encode() in (key or b"") for key, value in published)
+
+
+def test_a_principal_without_grants_sees_nothing(principals: Principals) -> None:
+    nobody = principals.nobody
+    done, _ = cli(nobody, "status", *run_key_args(RUN_ID), "--json")
+    _denial(error_line(done), "nobody", "DESCRIBE", nobody.results_topic)
+
+
+def test_only_the_admin_manages_acls(principals: Principals) -> None:
+    grant = ["acl", "grant", "--role", "worker", "--principal", "User:nobody"]
+    done, elapsed = cli(principals.worker, *grant)
+    line = error_line(done)
+    assert "Kafka denied User:worker ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED)" in line
+    assert "only a super user may manage ACLs" in line and len(line) < 200
+    assert elapsed < DENIAL_BOUND_S
+
+
+def test_list_and_revoke(principals: Principals) -> None:
+    admin, viewer = principals.admin, principals.viewer
+    listed, _ = cli(admin, "acl", "list", "--principal", "User:viewer")
+    assert listed.stdout.splitlines() == [
+        "User:viewer may DESCRIBE group resultlog-reader-* (prefix)",
+        f"User:viewer may READ topic {viewer.summaries_topic}",
+    ]
+    revoke = ["acl", "revoke", "--role", "viewer", "--principal", "User:viewer"]
+    revoked, _ = cli(admin, *revoke)
+    assert revoked.stdout.strip() == "revoked 2 ACL(s) of role viewer from User:viewer"
+    try:
+        time.sleep(1)
+        with pytest.raises(KafkaClientError, match="Kafka denied User:viewer DESCRIBE"):
+            KafkaConnection(viewer).partition_count(viewer.summaries_topic)
+    finally:
+        cli(admin, "acl", "grant", "--role", "viewer", "--principal", "User:viewer")
+        time.sleep(1)
+
+
+def test_certificate_principals_with_mutual_tls(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    cluster = start_cluster(
+        tmp_path_factory.mktemp("acl-mtls"), tls=True, client_auth=True, authorizer=True
+    )
+    try:
+        clients = cluster.kafka.directory / "clients"
+        admin_certificate = (clients / "admin.pem", clients / "admin.key")  # made at creation
+        admin = with_topics(client_settings(cluster, certificate=admin_certificate))
+        worker = client_settings(cluster, admin, certificate=cluster.kafka.issue_certificate("w1"))
+        granted, _ = cli(admin, "acl", "grant", "--role", "worker", "--principal", "User:w1")
+        assert granted.returncode == 0, granted.stderr
+        time.sleep(1)
+        assert json_of(cli(worker, *run_args("mtls-acl"))[0])["records"] == 8
+        done, _ = cli(worker, "replay", *run_key_args("mtls-acl"), "--publish")
+        _denial(error_line(done), "w1", "DESCRIBE", worker.summaries_topic)
+    finally:
+        cluster.kafka.down()
+
+
+def _messages(settings: Settings, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    """Every message of a topic, read as the settings' principal with the reader's group."""
+    consumer: Consumer = KafkaConnection(settings).reader()
+    try:
+        partitions = range(settings.partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        found: list[tuple[bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            error = message.error()
+            assert error is None or error.code() == KafkaError._PARTITION_EOF, error
+            if error is None:
+                found.append((message.key(), message.value()))
+        return found
+    finally:
+        consumer.close()
+
+
+def test_denials_are_quick_in_a_store_loop(principals: Principals) -> None:
+    """Many denied writes in a row stay denials (no retry storms, no hang)."""
+
+    async def writes() -> int:
+        store = KafkaResultStore(KafkaConnection(principals.aggregator))
+        denied = 0
+        try:
+            for index in range(5):
+                record = make_record(index, 0, run_key=RunKey("loop", "arith", MODEL))
+                try:
+                    await store.write(record)
+                except PersistenceError:
+                    denied += 1
+        finally:
+            await store.close()
+        return denied
+
+    started = time.monotonic()
+    assert asyncio.run(writes()) == 5
+    assert time.monotonic() - started < 10
