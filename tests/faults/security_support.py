@@ -27,19 +27,21 @@ SECRET_MARKERS = ("PRIVATE KEY",)
 
 
 @dataclass
-class SecureCluster:
-    """A running local cluster with some security options, and how long it took to start."""
+class Endpoint:
+    """Where and how clients connect: bootstrap, protocol, the CA to trust, SASL passwords."""
 
-    kafka: LocalKafka
     bootstrap: str
     protocol: str
-    start_s: float
+    ca: str
     passwords: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def ca(self) -> str:
-        """The CA certificate clients trust."""
-        return str(self.kafka.directory / "ca.pem")
+
+@dataclass
+class SecureCluster(Endpoint):
+    """A running local cluster with some security options, and how long it took to start."""
+
+    kafka: LocalKafka = field(kw_only=True)
+    start_s: float = field(kw_only=True)
 
 
 def start_cluster(
@@ -52,11 +54,12 @@ def start_cluster(
     elapsed = time.monotonic() - started
     tls = options.get("tls", False)
     protocol = ("SASL_" if users else "") + ("SSL" if tls else "PLAINTEXT")
-    return SecureCluster(kafka, bootstrap, protocol, elapsed, dict(users or {}))
+    ca = str(kafka.directory / "ca.pem")
+    return SecureCluster(bootstrap, protocol, ca, dict(users or {}), kafka=kafka, start_s=elapsed)
 
 
 def client_settings(
-    cluster: SecureCluster,
+    cluster: Endpoint,
     names: Settings | None = None,
     *,
     user: str | None = None,
