@@ -231,23 +231,26 @@ def _messages(settings: Settings, topic: str) -> list[tuple[bytes | None, bytes 
         consumer.close()
 
 
-def test_denials_are_quick_in_a_store_loop(principals: Principals) -> None:
-    """Many denied writes in a row stay denials (no retry storms, no hang)."""
+def test_every_denied_write_in_a_row_is_the_same_line(principals: Principals) -> None:
+    """After a denied delivery librdkafka refuses the next messages at once: same one line."""
 
-    async def writes() -> int:
+    async def writes() -> list[PersistenceError]:
         store = KafkaResultStore(KafkaConnection(principals.aggregator))
-        denied = 0
+        denied: list[PersistenceError] = []
         try:
             for index in range(5):
                 record = make_record(index, 0, run_key=RunKey("loop", "arith", MODEL))
                 try:
                     await store.write(record)
-                except PersistenceError:
-                    denied += 1
+                except PersistenceError as exc:
+                    denied.append(exc)
         finally:
             await store.close()
         return denied
 
     started = time.monotonic()
-    assert asyncio.run(writes()) == 5
+    denied = asyncio.run(writes())
     assert time.monotonic() - started < 10
+    assert len(denied) == 5 and not any(exc.retriable for exc in denied)
+    for exc in denied:
+        _denial(str(exc), "aggregator", "WRITE", principals.aggregator.results_topic)
