@@ -107,7 +107,8 @@ class SummaryPublisher:
                 self._producer, self.topic, key, value, partition=partition, on_delivery=delivered
             )
         except KafkaClientError as exc:
-            self._fail(run_key, str(exc))
+            denied = access_denied(self._settings, exc, "WRITE", f"topic {self.topic}")
+            self._fail(run_key, denied or str(exc))
 
     def _fail(self, run_key: RunKey, reason: str) -> None:
         self._failed.append((run_key, reason))

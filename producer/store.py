@@ -8,7 +8,7 @@ import threading
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, Message
 
 from resultlog.consumers import KeyHistory, RunRecords, read_key_histories, read_run_records
 from resultlog.errors import TopicError
@@ -164,18 +164,14 @@ class KafkaResultStore:
                 self._producer, self.topic, key, value, partition=partition, on_delivery=on_delivery
             )
         except KafkaClientError as exc:
-            # After a denied delivery, librdkafka refuses the next messages at once.
-            cause = exc.__cause__.args[0] if isinstance(exc.__cause__, KafkaException) else None
-            denied = self._denied(cause if isinstance(cause, KafkaError) else None)
+            denied = self._denied(exc)  # after a denied delivery, the next produce() is refused
             if denied is not None:
                 raise PersistenceError(denied, retriable=False) from exc
             raise _persistence_error(record, str(exc), len(value)) from exc
         await delivered
 
-    def _denied(self, error: KafkaError | None) -> str | None:
+    def _denied(self, error: KafkaError | KafkaClientError | None) -> str | None:
         """The one-line denial if Kafka refused this principal the write."""
-        if error is None:
-            return None
         return access_denied(self._kafka.settings, error, "WRITE", f"topic {self.topic}")
 
     async def load(self, run_key: RunKey) -> RunRecords:

@@ -390,14 +390,18 @@ _AUTHORIZATION_FAILURES = frozenset(
 
 
 def access_denied(
-    settings: Settings, error: KafkaError, operation: str, resource: str
+    settings: Settings, error: KafkaError | BaseException | None, operation: str, resource: str
 ) -> str | None:
     """One line naming who Kafka denied which operation on what; None if `error` is no denial.
 
-    Kafka's own text ("Broker: Topic authorization failed", or a Java request dump for admin
-    calls) names neither the principal nor the operation: the caller knows both.
+    `error` may be an exception raised from a KafkaException (as `produce` raises). Kafka's own
+    text ("Broker: Topic authorization failed", or a Java request dump for admin calls) names
+    neither the principal nor the operation: the caller knows both.
     """
-    if error.code() not in _AUTHORIZATION_FAILURES:
+    if isinstance(error, BaseException):
+        cause = error if isinstance(error, KafkaException) else error.__cause__
+        error = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+    if not isinstance(error, KafkaError) or error.code() not in _AUTHORIZATION_FAILURES:
         return None
     principal = settings.principal()
     return (
