@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -19,8 +18,8 @@ from resultlog.broker import LocalKafka
 from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
+from tests.factories import cli_env_for
 
-T = TypeVar("T")
 MODEL = "offline/secure"
 # Leaked into any output or log, these would show a secret escaped.
 SECRET_MARKERS = ("PRIVATE KEY",)
@@ -113,16 +112,6 @@ def with_topics(settings: Settings) -> Settings:
 # -- the command line ------------------------------------------------------------------------------
 
 
-def child_env(settings: Settings) -> dict[str, str]:
-    """The environment of a `resultlog` child process using these settings (secrets too)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
-    for name, value in settings.model_dump(exclude_none=True).items():
-        text = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
-        env[f"RESULTLOG_{name.upper()}"] = text
-    env["RESULTLOG_MODEL_RETRY_BACKOFF_S"] = "0.01"
-    return env
-
-
 def cli(
     settings: Settings, *args: str, timeout_s: float = 180.0
 ) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -130,7 +119,7 @@ def cli(
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "resultlog.cli", "-v", *args],
-        env=child_env(settings),
+        env=cli_env_for(settings),
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -169,15 +158,3 @@ def leaked(*texts: str, secrets: tuple[str, ...] = ()) -> list[str]:
     """The key markers and secrets found in `texts`."""
     joined = "\n".join(texts)
     return [marker for marker in (*SECRET_MARKERS, *secrets) if marker in joined]
-
-
-def wait_for(probe: Callable[[], T | None], what: str, timeout_s: float = 60.0) -> T:
-    """Poll `probe` until it returns something truthy; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(0.05)

@@ -30,8 +30,8 @@ from tests.faults.security_support import (
     json_of,
     leaked,
     run_args,
-    wait_for,
 )
+from tests.faults.support import wait_for
 
 pytestmark = pytest.mark.faults
 

@@ -26,9 +26,9 @@ from tests.faults.security_support import (
     run_args,
     run_key_args,
     start_cluster,
-    wait_for,
     with_topics,
 )
+from tests.faults.support import wait_for
 
 pytestmark = pytest.mark.faults
 
