@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,6 +14,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from resultlog.broker import LocalKafka
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
@@ -62,10 +66,23 @@ def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureClus
 
 @pytest.fixture(scope="module")
 def mutual_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
-    """One node whose clients must present a certificate of its CA."""
-    cluster = start_cluster(tmp_path_factory.mktemp("mtls"), tls=True, client_auth=True)
-    yield cluster
-    cluster.kafka.down()
+    """One node whose clients must present a certificate of its CA, started by the CLI."""
+    directory = tmp_path_factory.mktemp("mtls")
+    up = ["kafka", "up", "--port", "0", "--dir", str(directory), "--tls"]
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "resultlog.cli", *up, "--tls-client-auth", "required"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    kafka = LocalKafka(directory)
+    ca = str(directory / "ca.pem")
+    bootstrap = done.stdout.strip()
+    yield SecureCluster(bootstrap, "SSL", ca, kafka=kafka, start_s=time.monotonic() - started)
+    kafka.down()
 
 
 def _user(cluster: SecureCluster) -> str | None:
@@ -106,7 +123,17 @@ def test_a_three_node_cluster_replicates_over_sasl_ssl(three_nodes: SecureCluste
 
 
 def test_mutual_tls_with_an_issued_certificate(mutual_tls: SecureCluster) -> None:
-    certificate = mutual_tls.kafka.issue_certificate("worker1")
+    issue = ["kafka", "issue-cert", "--principal", "worker1"]
+    issue += ["--dir", str(mutual_tls.kafka.directory)]
+    issued = subprocess.run(
+        [sys.executable, "-m", "resultlog.cli", *issue], capture_output=True, text=True, check=False
+    )
+    assert issued.returncode == 0, issued.stderr
+    paths = dict(line.split("=", 1) for line in issued.stdout.splitlines())
+    certificate = (
+        Path(paths["RESULTLOG_SSL_CERTIFICATE_LOCATION"]),
+        Path(paths["RESULTLOG_SSL_KEY_LOCATION"]),
+    )
     settings = with_topics(client_settings(mutual_tls, certificate=certificate))
     assert settings.principal() == "User:worker1"
     run, _ = cli(settings, *run_args("mtls"))
@@ -119,7 +146,7 @@ def test_a_client_without_certificate_is_refused_not_hung(mutual_tls: SecureClus
     with_topics(client_settings(mutual_tls, certificate=mutual_tls.kafka.issue_certificate("a")))
     anonymous = client_settings(mutual_tls)
     done, elapsed = cli(anonymous, *run_args("no-certificate"), timeout_s=REFUSED_BOUND_S + 30)
-    error_line(done)
+    print(f"\nrefused after {elapsed:.1f}s: {error_line(done)}")
     assert elapsed < REFUSED_BOUND_S
 
 
