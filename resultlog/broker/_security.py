@@ -59,4 +59,5 @@ class Security:
         extras = [
             name for name, on in (("mutual TLS", self.client_auth), ("ACLs", self.authorizer)) if on
         ]
-        return f"a {protocol} cluster" + (f" with {' and '.join(extras)}" if extras else "")
+        article = "an" if protocol == "SSL" else "a"
+        return f"{article} {protocol} cluster" + (f" with {' and '.join(extras)}" if extras else "")

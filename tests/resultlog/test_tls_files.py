@@ -337,3 +337,19 @@ def test_cli_certs_then_issue_cert_prints_usable_settings(tmp_path: Path) -> Non
     )
     assert settings.ssl_key_location == env[KEY]
     assert "PRIVATE KEY" not in made.stdout + made.stderr + issued.stdout + issued.stderr
+
+
+def test_a_cluster_keeps_the_security_it_was_created_with(tmp_path: Path) -> None:
+    kafka = LocalKafka(tmp_path / "kafka")
+    kafka._prepare_state(0, 1, {})  # the state of a PLAINTEXT cluster, never started
+    with pytest.raises(BrokerError, match="holds a PLAINTEXT cluster, not an SSL cluster"):
+        kafka.up(port=0, tls=True)
+    with pytest.raises(BrokerError, match="not a SASL_SSL cluster with mutual TLS and ACLs"):
+        kafka.up(port=0, sasl_users={"a": "b"}, tls=True, client_auth=True, authorizer=True)
+
+
+def test_the_admin_of_an_authorizer_is_named_when_unclear(tmp_path: Path) -> None:
+    with pytest.raises(BrokerError, match="name the admin"):
+        LocalKafka(tmp_path / "a").up(port=0, sasl_users={"a": "x", "b": "y"}, authorizer=True)
+    with pytest.raises(BrokerError, match="not one of the SASL users"):
+        LocalKafka(tmp_path / "b").up(port=0, sasl_users={"a": "x"}, authorizer=True, admin="z")
