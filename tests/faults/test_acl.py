@@ -19,8 +19,8 @@ from resultlog.kafka import KafkaClientError, KafkaConnection
 from resultlog.producer import KafkaResultStore, PersistenceError
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.factories import make_record
-from tests.faults.security_support import (
+from tests.support.records import make_record
+from tests.support.security import (
     MODEL,
     SecureCluster,
     cli,
@@ -33,7 +33,7 @@ from tests.faults.security_support import (
     start_cluster,
     with_topics,
 )
-from tests.faults.support import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 

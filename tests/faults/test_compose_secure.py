@@ -23,7 +23,7 @@ from resultlog.broker import free_ports
 from resultlog.broker._jars import fetch_kafka_jars
 from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
-from tests.faults.security_support import (
+from tests.support.security import (
     Endpoint,
     cli,
     client_settings,
@@ -31,7 +31,7 @@ from tests.faults.security_support import (
     leaked,
     run_args,
 )
-from tests.faults.support import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 

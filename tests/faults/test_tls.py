@@ -19,7 +19,7 @@ from resultlog.consumers.aggregator import Aggregator
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.faults.security_support import (
+from tests.support.security import (
     MODEL,
     SecureCluster,
     cli,
@@ -32,7 +32,7 @@ from tests.faults.security_support import (
     start_cluster,
     with_topics,
 )
-from tests.faults.support import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 

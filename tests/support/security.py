@@ -18,7 +18,7 @@ from resultlog.broker import LocalKafka
 from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
-from tests.factories import cli_env_for
+from tests.support.cli import child_env
 
 MODEL = "offline/secure"
 # Leaked into any output or log, these would show a secret escaped.
@@ -119,7 +119,7 @@ def cli(
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "resultlog.cli", "-v", *args],
-        env=cli_env_for(settings),
+        env=child_env(settings),
         capture_output=True,
         text=True,
         timeout=timeout_s,
