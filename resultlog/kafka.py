@@ -28,6 +28,7 @@ from typing import Any, Self
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from resultlog._diagnose import diagnose_tls
 from resultlog.errors import KafkaClientError, TopicLayoutError
 from resultlog.schemas import Codec
 from resultlog.settings import Settings
@@ -252,10 +253,13 @@ class KafkaConnection:
         )
         started = time.monotonic()
         attempt_s = 0.25
+        diagnosed = False
         try:
             while True:
                 probe.poll(0.05)
                 self._raise_if_refused_login(errors)
+                if not diagnosed or any(e.code() == KafkaError._SSL for e in errors):
+                    diagnosed = self._raise_if_tls_fails(errors, started)
                 try:
                     # One topic, not the whole cluster's metadata (thousands of topics, maybe).
                     probe.list_topics(self.results_topic, timeout=attempt_s)
@@ -285,6 +289,20 @@ class KafkaConnection:
             raise KafkaClientError(
                 f"cannot reach Kafka at {self.servers}: no answer within {timeout_s:g}s"
             ) from exc
+
+    def _raise_if_tls_fails(self, errors: list[KafkaError], started: float) -> bool:
+        """Raise the one-line reason of a TLS failure; True once a diagnosis found none.
+
+        A TLS failure never heals by retrying: diagnose as soon as librdkafka reports one, or
+        after a second of bare transport errors (e.g. a plaintext client on a TLS listener).
+        """
+        tls_error = any(error.code() == KafkaError._SSL for error in errors)
+        if not errors or (not tls_error and time.monotonic() - started < 1.0):
+            return False
+        reason = diagnose_tls(self.settings, errors)
+        if reason is not None:
+            raise KafkaClientError(reason)
+        return True
 
     def _raise_if_refused_login(self, errors: list[KafkaError]) -> None:
         if any(error.code() == KafkaError._AUTHENTICATION for error in errors):

@@ -38,8 +38,8 @@ pytestmark = pytest.mark.faults
 
 USER = "worker"
 PASSWORD = "tls-test-pa55word"
-# No client-side connection check yet: a refused TLS client fails when metadata times out.
-REFUSED_BOUND_S = 60.0
+# The connection check diagnoses a TLS failure within about a second, plus interpreter start.
+REFUSED_BOUND_S = 15.0
 
 
 @pytest.fixture(scope="module", params=["SSL", "SASL_SSL"])
@@ -148,6 +148,58 @@ def test_a_client_without_certificate_is_refused_not_hung(mutual_tls: SecureClus
     done, elapsed = cli(anonymous, *run_args("no-certificate"), timeout_s=REFUSED_BOUND_S + 30)
     print(f"\nrefused after {elapsed:.1f}s: {error_line(done)}")
     assert elapsed < REFUSED_BOUND_S
+    assert error_line(done) == (
+        f"resultlog: error: Kafka at {mutual_tls.bootstrap} requires a client certificate "
+        "(mutual TLS); set RESULTLOG_SSL_CERTIFICATE_LOCATION and RESULTLOG_SSL_KEY_LOCATION"
+    )
+
+
+def test_tls_mistakes_are_one_line_within_seconds(
+    mutual_tls: SecureCluster, tmp_path: Path
+) -> None:
+    other_ca = tmp_path / "other-ca.pem"
+    other_ca.write_bytes(_self_signed_ca())
+    certificate = mutual_tls.kafka.issue_certificate("b")
+    cases = {
+        "plaintext": (
+            client_settings(mutual_tls).model_copy(
+                update={"security_protocol": "PLAINTEXT", "ssl_ca_location": None}
+            ),
+            f"Kafka at {mutual_tls.bootstrap} expects TLS but the client uses PLAINTEXT",
+        ),
+        "unknown CA": (
+            client_settings(mutual_tls, certificate=certificate).model_copy(
+                update={"ssl_ca_location": str(other_ca)}
+            ),
+            f"TLS to Kafka at {mutual_tls.bootstrap} failed: the broker's certificate was "
+            "rejected (",
+        ),
+    }
+    for name, (settings, expected) in cases.items():
+        done, elapsed = cli(settings, "status", *run_key_args("any"), timeout_s=60)
+        print(f"\n{name}: {elapsed:.1f}s: {error_line(done)}")
+        assert done.returncode == 1, name
+        assert error_line(done).startswith(f"resultlog: error: {expected}"), name
+        assert elapsed < REFUSED_BOUND_S, name
+
+
+def _self_signed_ca() -> bytes:
+    """A CA certificate that signed nothing the broker serves."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "stranger")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return certificate.public_bytes(serialization.Encoding.PEM)
 
 
 def test_an_expired_broker_certificate_is_renewed_at_start(tmp_path: Path) -> None:
