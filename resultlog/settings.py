@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     work_session_timeout_ms: int = Field(default=45_000, ge=1_000)
     work_max_poll_interval_ms: int = Field(default=300_000, ge=1_000)
 
+    http_token: SecretStr | None = Field(default=None, min_length=16)
+    """With a token, the aggregator's HTTP routes but /healthz want `Bearer <token>`."""
+    http_tls_certificate: str | None = None
+    http_tls_key: str | None = None
+
     delivery_timeout_ms: int = Field(default=30_000, ge=100)
     model_max_retries: int = Field(default=3, ge=0, le=20)
     model_retry_backoff_s: float = Field(default=0.5, ge=0.0, le=60.0)

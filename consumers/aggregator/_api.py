@@ -17,17 +17,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import re
 from collections.abc import Mapping
 from typing import Protocol
 from urllib.parse import unquote_to_bytes, urlencode
 
-from pydantic import TypeAdapter
+from pydantic import SecretStr, TypeAdapter
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.aggregator._state import Lookup, RunsPage
@@ -143,8 +146,27 @@ def _after(cursor: str) -> RunKey:
         raise BadRequestError(f"cursor {cursor[:40]!r} is not one this API gave out") from None
 
 
-def create_app(source: SummarySource) -> Starlette:
-    """The starlette application serving `source`."""
+class _BearerToken:
+    """ASGI middleware: every route but /healthz wants `Authorization: Bearer <token>`."""
+
+    def __init__(self, app: ASGIApp, token: SecretStr) -> None:
+        self._app = app
+        self._expected = b"Bearer " + token.get_secret_value().encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] != "/healthz":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            # Constant time: the comparison must not tell how much of a guess was right.
+            if not hmac.compare_digest(given, self._expected):
+                detail = "this API wants Authorization: Bearer <RESULTLOG_HTTP_TOKEN>"
+                response = _error(401, "unauthorized", detail, {"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlette:
+    """The starlette application serving `source`, behind a bearer token when one is given."""
 
     def list_runs(request: Request) -> Response:
         filters, limit = _list_params(request)
@@ -185,8 +207,10 @@ def create_app(source: SummarySource) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+    middleware = [] if token is None else [Middleware(_BearerToken, token=token)]
     return Starlette(
         routes=routes,
+        middleware=middleware,
         exception_handlers={HTTPException: _http_error, BadRequestError: _bad_request},
     )
 

@@ -222,8 +222,11 @@ class HttpServer:
         max_connections: int = MAX_CONNECTIONS,
         header_timeout_s: float = HEADER_TIMEOUT_S,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
+        tls_certificate: str | None = None,
+        tls_key: str | None = None,
     ) -> None:
         self._socket = _listen(host, port)
+        self._scheme = "https" if tls_certificate else "http"
         for name in _RATE_LIMITED_LOGGERS:
             logging.getLogger(name).addFilter(_LOG_FILTER)  # once: addFilter skips duplicates
         self.connections = _Connections(max_connections)
@@ -237,6 +240,8 @@ class HttpServer:
             timeout_keep_alive=IDLE_TIMEOUT_S,
             h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             backlog=_BACKLOG,
+            ssl_certfile=tls_certificate,
+            ssl_keyfile=tls_key,
         )
         self._server = _Server(config)
         self._thread: threading.Thread | None = None
@@ -245,7 +250,8 @@ class HttpServer:
     def url(self) -> str:
         """The bound address, e.g. http://127.0.0.1:43123."""
         host, port = self._socket.getsockname()[:2]
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return f"{self._scheme}://{where}"
 
     @property
     def started(self) -> bool:

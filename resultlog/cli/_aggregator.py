@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import signal
+import ssl
 import sys
 from typing import Any
 
@@ -60,9 +61,13 @@ def aggregator_command(args: argparse.Namespace) -> int:
     """Run the aggregator until SIGTERM or SIGINT, then stop cleanly."""
     host, port = args.http
     with connect() as kafka:
+        settings = kafka.settings
+        certificate, key = settings.http_tls_certificate, settings.http_tls_key
+        _check_http_tls(certificate, key)
         aggregator = Aggregator(kafka, group_id=args.group, instance_id=args.instance_id)
+        app = create_app(aggregator, token=settings.http_token)
         try:
-            server = HttpServer(create_app(aggregator), host, port)
+            server = HttpServer(app, host, port, tls_certificate=certificate, tls_key=key)
         except OSError as exc:
             raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
         stopped_by: list[signal.Signals] = []
@@ -83,6 +88,21 @@ def aggregator_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _check_http_tls(certificate: str | None, key: str | None) -> None:
+    """The HTTP server's certificate and key load, or one line says why not."""
+    if certificate is None and key is None:
+        return
+    if certificate is None or key is None:
+        raise CliError("set both RESULTLOG_HTTP_TLS_CERTIFICATE and RESULTLOG_HTTP_TLS_KEY")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certificate, key)
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise CliError(
+            f"RESULTLOG_HTTP_TLS_CERTIFICATE/RESULTLOG_HTTP_TLS_KEY do not load: {reason}"
+        ) from None
 
 
 async def _serve(
