@@ -43,14 +43,21 @@ def _replay(settings: Settings, run_key: RunKey, *extra: str):  # type: ignore[n
 
 def test_publish_skips_runs_without_records_and_purged_runs(settings: Settings) -> None:
     ghost = RunKey("never-ran", "arith", MODEL)
-    _replay(settings, ghost, "--publish")
+    refused = _replay(settings, ghost, "--publish")  # item 11: a one-line error, not a no-op
+    assert refused.returncode == 1 and "has no records" in refused.stderr
     purged = RunKey("purged", "arith", MODEL)
     write(settings, _records(purged, 0, 10))
     kafka = KafkaConnection(settings)
     assert publish_replayed(kafka, replay_run(kafka, purged)).published == 1
     purge_run(kafka, purged)
     done = _replay(settings, purged, "--publish")
-    assert "0 summaries" in done.stderr and "1 without records" in done.stderr, done.stderr
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (
+        f"resultlog: error: run {purged} has no records in {settings.results_topic}\n"
+    )
+    # The library call publishes nothing for a run without records either.
+    report = publish_replayed(kafka, replay_run(kafka, purged))
+    assert (report.published, report.empty) == (0, 1)
     latest = published(settings)
     assert ghost not in latest  # no phantom
     assert latest[purged] is None  # the purge's tombstone stays: no resurrection
