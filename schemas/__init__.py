@@ -11,6 +11,7 @@ from resultlog.schemas._types import (
     SUPPORTED_FORMAT_VERSIONS,
     TRUSTED_JSON,
 )
+from resultlog.schemas.chunk_task import ChunkTask, task_key
 from resultlog.schemas.codec import Codec, WireFormat
 from resultlog.schemas.errors import (
     ConfigurationError,
@@ -58,6 +59,7 @@ __all__ = [
     "SUPPORTED_FORMAT_VERSIONS",
     "TRUSTED_JSON",
     "AsOf",
+    "ChunkTask",
     "Codec",
     "ConfigurationError",
     "DecodeError",
@@ -94,4 +96,5 @@ __all__ = [
     "partition_for",
     "run_key_prefix",
     "shipped_catalog",
+    "task_key",
 ]

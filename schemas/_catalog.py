@@ -19,7 +19,10 @@ from resultlog.schemas.errors import SchemaError
 
 SAMPLE_RESULT = "resultlog.SampleResult"
 RUN_SUMMARY = "resultlog.RunSummary"
-MODEL_VERSIONS: Mapping[str, int] = MappingProxyType({SAMPLE_RESULT: 2, RUN_SUMMARY: 2})
+CHUNK_TASK = "resultlog.ChunkTask"
+MODEL_VERSIONS: Mapping[str, int] = MappingProxyType(
+    {SAMPLE_RESULT: 2, RUN_SUMMARY: 2, CHUNK_TASK: 1}
+)
 """The schema version each pydantic model mirrors: the reader schema of the codec."""
 
 _FILE_NAME = re.compile(r"(?P<stem>[a-z][a-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.avsc")

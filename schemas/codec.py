@@ -13,6 +13,7 @@ from fastavro.read import SchemaResolutionError
 from pydantic import ValidationError
 
 from resultlog.schemas._catalog import (
+    CHUNK_TASK,
     MODEL_VERSIONS,
     RUN_SUMMARY,
     SAMPLE_RESULT,
@@ -22,6 +23,7 @@ from resultlog.schemas._catalog import (
 )
 from resultlog.schemas._registry import Registry, SchemaNotFoundError
 from resultlog.schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
+from resultlog.schemas.chunk_task import ChunkTask
 from resultlog.schemas.errors import (
     DecodeError,
     OutOfRangeError,
@@ -38,7 +40,7 @@ REGISTRY_MAGIC = 0
 _SINGLE_OBJECT_HEADER = 10
 _REGISTRY_HEADER = 5
 
-ModelT = TypeVar("ModelT", SampleResult, RunSummary)
+ModelT = TypeVar("ModelT", SampleResult, RunSummary, ChunkTask)
 # pydantic error types that mean "a number outside its bounds" (DESIGN rule 9).
 _BOUND_ERRORS = frozenset(
     {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
@@ -240,7 +242,7 @@ class _RecordCodec(Generic[ModelT]):
 
 
 class Codec:
-    """Encodes and decodes SampleResult and RunSummary values.
+    """Encodes and decodes SampleResult, RunSummary and ChunkTask values.
 
     Without a registry, values are written in Avro single-object encoding; with one, in the
     Confluent framing (magic 0, schema id). Decoding recognises both framings either way.
@@ -264,6 +266,7 @@ class Codec:
             self._owns_client = True
         self._samples = _RecordCodec(catalog, SAMPLE_RESULT, SampleResult)
         self._summaries = _RecordCodec(catalog, RUN_SUMMARY, RunSummary)
+        self._tasks = _RecordCodec(catalog, CHUNK_TASK, ChunkTask)
 
     def close(self) -> None:
         """Close the registry client if this codec created it (a passed-in one is the caller's)."""
@@ -312,3 +315,19 @@ class Codec:
         """Deserialize and validate a summary; any failure is a DecodeError carrying the bytes."""
         where = Where(topic, partition, offset)
         return self._summaries.decode(_as_bytes(raw, where), self._registry, where)
+
+    def encode_chunk_task(self, task: ChunkTask, topic: str | None = None) -> bytes:
+        """Serialize a chunk task; `topic` names the registry subject and is required with one."""
+        return self._tasks.encode(task, self._registry, topic)
+
+    def decode_chunk_task(
+        self,
+        raw: bytes | bytearray | memoryview | None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> ChunkTask:
+        """Deserialize and validate a task; any failure is a DecodeError carrying the bytes."""
+        where = Where(topic, partition, offset)
+        return self._tasks.decode(_as_bytes(raw, where), self._registry, where)

@@ -8,13 +8,25 @@ from pathlib import Path
 import pytest
 
 from resultlog.schemas import SchemaCatalog, SchemaError, shipped_catalog
-from resultlog.schemas._catalog import RUN_SUMMARY, SAMPLE_RESULT, build_version, load_file
+from resultlog.schemas._catalog import (
+    CHUNK_TASK,
+    RUN_SUMMARY,
+    SAMPLE_RESULT,
+    build_version,
+    load_file,
+)
 
 
 def test_shipped_catalog_is_parsed_once() -> None:
     assert shipped_catalog() is shipped_catalog()
     names = [(v.name, v.version) for v in shipped_catalog().all()]
-    assert names == [(RUN_SUMMARY, 1), (RUN_SUMMARY, 2), (SAMPLE_RESULT, 1), (SAMPLE_RESULT, 2)]
+    assert names == [
+        (CHUNK_TASK, 1),
+        (RUN_SUMMARY, 1),
+        (RUN_SUMMARY, 2),
+        (SAMPLE_RESULT, 1),
+        (SAMPLE_RESULT, 2),
+    ]
 
 
 def test_lookup_by_name_version_and_fingerprint() -> None:
@@ -68,7 +80,9 @@ def test_bad_schema_files_are_refused(
 
 def test_from_directory_loads_every_file(tmp_path: Path) -> None:
     for version in shipped_catalog().all():
-        stem = "sample_result" if version.name == SAMPLE_RESULT else "run_summary"
+        stem = {SAMPLE_RESULT: "sample_result", RUN_SUMMARY: "run_summary"}.get(
+            version.name, "chunk_task"
+        )
         (tmp_path / f"{stem}.v{version.version}.avsc").write_text(version.text)
     loaded = SchemaCatalog.from_directory(tmp_path)
     assert [v.fingerprint for v in loaded.all()] == [v.fingerprint for v in shipped_catalog().all()]

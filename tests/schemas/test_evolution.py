@@ -24,7 +24,13 @@ from resultlog.schemas import (
     SchemaVersion,
     shipped_catalog,
 )
-from resultlog.schemas._catalog import MODEL_VERSIONS, RUN_SUMMARY, SAMPLE_RESULT, load_file
+from resultlog.schemas._catalog import (
+    CHUNK_TASK,
+    MODEL_VERSIONS,
+    RUN_SUMMARY,
+    SAMPLE_RESULT,
+    load_file,
+)
 from tests.support.records import RecordFactory
 from tests.support.schemas import fixture_v3
 
@@ -46,6 +52,10 @@ RELEASED = {
     (RUN_SUMMARY, 2): (
         "70a6088aeb977dbf",
         "673e0c1dbd223268fb88b03fbb54e9849e15383e97ab4ee1d1f27c25ef143d8c",
+    ),
+    (CHUNK_TASK, 1): (
+        "0013949bfe8322be",
+        "21599d3317287374761fbd76c56470a3916eccb457eba41212012fce62a62a65",
     ),
 }
 
@@ -100,7 +110,7 @@ def test_shipped_files_are_named_and_numbered_consistently() -> None:
         stem = path.name.split(".")[0]
         assert version.name == "resultlog." + stem.title().replace("_", "")
         stems.setdefault(stem, []).append(version.version)
-    assert sorted(stems) == ["run_summary", "sample_result"]
+    assert sorted(stems) == ["chunk_task", "run_summary", "sample_result"]
     for versions in stems.values():
         assert sorted(versions) == list(range(1, len(versions) + 1))
 
