@@ -25,7 +25,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from resultlog._diagnose import diagnose_tls
@@ -130,6 +138,16 @@ class KafkaConnection:
         return self.settings.dlq_topic
 
     @property
+    def work_topic(self) -> str:
+        """The topic of chunk tasks for distributed workers."""
+        return self.settings.work_topic
+
+    @property
+    def work_dlq_topic(self) -> str:
+        """The dead-letter topic of chunk tasks."""
+        return self.settings.work_dlq_topic
+
+    @property
     def servers(self) -> str:
         """The bootstrap servers, as error messages name them."""
         return self.settings.bootstrap_servers
@@ -156,6 +174,25 @@ class KafkaConnection:
     def admin(self) -> AdminClient:
         """An admin client."""
         return AdminClient(self.config())
+
+    def committed_offsets(
+        self, group_id: str, topic: str, partitions: list[int], *, timeout_s: float = 15.0
+    ) -> dict[int, int]:
+        """The offsets `group_id` has committed on these partitions (absent: none committed)."""
+        if not partitions:
+            return {}
+        wanted = ConsumerGroupTopicPartitions(
+            group_id, [TopicPartition(topic, p) for p in partitions]
+        )
+        admin = self.admin()  # kept referenced: its futures die with it
+        future = admin.list_consumer_group_offsets([wanted], request_timeout=timeout_s)
+        try:
+            found = future[group_id].result(timeout=timeout_s)
+        except KafkaException as exc:
+            raise KafkaClientError(
+                f"cannot read the offsets of group {group_id} on {topic}: {_reason(exc)}"
+            ) from exc
+        return {tp.partition: tp.offset for tp in found.topic_partitions if tp.offset >= 0}
 
     def partition_count(
         self,

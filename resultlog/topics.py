@@ -40,6 +40,9 @@ class TopicSpec:
     partitions: int
     replication_factor: int
     config: Mapping[str, str] = field(default_factory=dict)
+    # The results and summaries partitions are part of the wire contract; the work topic's
+    # only bound how many workers are useful, so an operator may grow them.
+    exact_partitions: bool = True
 
 
 @dataclass(frozen=True)
@@ -53,23 +56,33 @@ class TopicOutcome:
 def topic_specs(
     settings: Settings, extra_config: Mapping[str, str] | None = None
 ) -> list[TopicSpec]:
-    """The topics of DESIGN.md (their layouts are `resultlog.kafka.topic_layouts`).
+    """The topics of DESIGN.md: those of `resultlog.kafka.topic_layouts`, then the work topics.
 
     Results (and the DLQ, which copies them) accept messages up to the settings'
-    `max_message_bytes` after compression; leases get short segments.
+    `max_message_bytes` after compression; leases get short segments; the work topic and its
+    dead letters delete, and may be grown (their partitions bound the useful worker count).
     """
     base = {"min.insync.replicas": str(settings.min_insync_replicas), **(extra_config or {})}
     large = {"max.message.bytes": str(settings.max_message_bytes)}
     own = {settings.results_topic: large, settings.dlq_topic: large}
     own[settings.leases_topic] = _LEASES_CONFIG
+    replicas = settings.replication_factor
+    deleting = {**base, "cleanup.policy": "delete"}
+    work = [
+        TopicSpec(name, settings.work_partitions, replicas, deleting, exact_partitions=False)
+        for name in (settings.work_topic, settings.work_dlq_topic)
+    ]
     return [
-        TopicSpec(
-            name,
-            layout.partitions,
-            settings.replication_factor,
-            config={**own.get(name, {}), **base, "cleanup.policy": layout.cleanup_policy},
-        )
-        for name, layout in topic_layouts(settings).items()
+        *(
+            TopicSpec(
+                name,
+                layout.partitions,
+                replicas,
+                config={**own.get(name, {}), **base, "cleanup.policy": layout.cleanup_policy},
+            )
+            for name, layout in topic_layouts(settings).items()
+        ),
+        *work,
     ]
 
 
@@ -83,7 +96,7 @@ def topic_config(kafka: KafkaConnection, name: str) -> dict[str, str]:
 def ensure_topics(
     kafka: KafkaConnection, specs: list[TopicSpec] | None = None
 ) -> list[TopicOutcome]:
-    """Create missing topics (default: the settings' three); check existing ones against spec."""
+    """Create missing topics (default: the settings' five); check existing ones against spec."""
     specs = specs if specs is not None else topic_specs(kafka.settings)
     try:
         kafka.check_connection()
@@ -138,7 +151,7 @@ def _create(admin: AdminClient, specs: list[TopicSpec]) -> set[str]:
 
 
 def _check_partitions(spec: TopicSpec, actual: int) -> None:
-    if actual != spec.partitions:
+    if spec.exact_partitions and actual != spec.partitions:
         raise TopicError(
             f"topic {spec.name} exists with {actual} partitions but the settings say "
             f"{spec.partitions}; run keys would map to other partitions"

@@ -29,18 +29,20 @@ def _settings(kafka_bootstrap: str, unique_name: str, partitions: int) -> Settin
         summaries_topic=f"{unique_name}.summaries",
         dlq_topic=f"{unique_name}.dlq",
         leases_topic=f"{unique_name}.leases",
+        work_topic=f"{unique_name}.work",
+        work_dlq_topic=f"{unique_name}.work.dlq",
         partitions=partitions,
     )
 
 
-def test_creates_three_topics_with_their_configs_idempotently(
+def test_creates_five_topics_with_their_configs_idempotently(
     admin: AdminClient, kafka_bootstrap: str, unique_name: str
 ) -> None:
     settings = _settings(kafka_bootstrap, unique_name, partitions=4)
     first = ensure_topics(KafkaConnection(settings), topic_specs(settings))
-    assert [o.created for o in first] == [True, True, True, True]  # and the leases topic
+    assert [o.created for o in first] == [True] * 6  # results, summaries, DLQ, leases, work x2
     again = ensure_topics(KafkaConnection(settings), topic_specs(settings))
-    assert [o.created for o in again] == [False, False, False, False]
+    assert [o.created for o in again] == [False] * 6
 
     metadata = admin.list_topics(timeout=10).topics
     for name in settings.topic_names():
