@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 from resultlog.consumers import ResumeState, RunFold
 from resultlog.producer._degraded import persist_degraded
@@ -69,11 +70,22 @@ class RunResult:
     degraded: int
 
 
-def model_solver(client: ModelClient, model: str) -> Solver:
-    """The default solver: one chat completion of the benchmark's messages."""
+def model_solver(
+    client: ModelClient,
+    model: str,
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+) -> Solver:
+    """The default solver: one chat completion of the benchmark's messages.
+
+    `temperature` and `max_tokens`, when given, are sent as request parameters.
+    """
+    given: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+    params = {name: value for name, value in given.items() if value is not None}
 
     async def solve(benchmark: Benchmark, sample: Sample) -> Completion:
-        return await client.complete(benchmark.messages(sample), model=model)
+        return await client.complete(benchmark.messages(sample), model=model, **params)
 
     return solve
 

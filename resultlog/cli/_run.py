@@ -30,27 +30,45 @@ from resultlog.producer import (
 from resultlog.producer.benchmarks import limit_samples
 from resultlog.producer.offline import ModelServer
 
-__all__ = ["register"]
+__all__ = ["add_run_options", "benchmark_of", "check_base_url", "register"]
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     """Add `run` and `model-server` to the command line."""
     run = commands.add_parser("run", help="run a benchmark, persisting every (sample, epoch)")
-    run.add_argument("benchmark", help="a built-in name (arith) or a JSONL file")
-    run.add_argument("--model", required=True, type=run_key_part("model"))
-    run.add_argument("--run-id", required=True, type=run_key_part("run id"))
-    run.add_argument("--epochs", type=positive_int("epochs", 1000), default=1)
-    run.add_argument("--limit", type=positive_int("limit", 10_000_000), default=None)
-    run.add_argument("--range", dest="sample_range", type=parse_range, default=None, help="A:B")
+    add_run_options(run)
     run.add_argument("--concurrency", type=positive_int("concurrency", 1024), default=8)
-    run.add_argument("--base-url", default=None, help="OpenAI-compatible URL ending in /v1")
-    run.add_argument("--degrade-solver-errors", action="store_true")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.set_defaults(handler=run_command)
 
     server = commands.add_parser("model-server", help="serve the offline model until stopped")
     offline.add_arguments(server)
     server.set_defaults(handler=offline.serve)
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options that shape a run, shared by `run` and `submit`."""
+    parser.add_argument("benchmark", help="a built-in name (arith) or a JSONL file")
+    parser.add_argument("--model", required=True, type=run_key_part("model"))
+    parser.add_argument("--run-id", required=True, type=run_key_part("run id"))
+    parser.add_argument("--epochs", type=positive_int("epochs", 1000), default=1)
+    parser.add_argument("--limit", type=positive_int("limit", 10_000_000), default=None)
+    parser.add_argument("--range", dest="sample_range", type=parse_range, default=None, help="A:B")
+    parser.add_argument("--base-url", default=None, help="OpenAI-compatible URL ending in /v1")
+    parser.add_argument("--degrade-solver-errors", action="store_true")
+    parser.add_argument("--temperature", type=_temperature, default=None, help="0 to 2")
+    parser.add_argument("--max-tokens", type=positive_int("max tokens", 2**31 - 1), default=None)
+
+
+def _temperature(text: str) -> float:
+    """An argparse type: a sampling temperature in [0, 2]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"temperature must be a number, got {text!r}") from None
+    if not 0.0 <= value <= 2.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"temperature must be between 0 and 2, got {text}")
+    return value
 
 
 # What a shell reports for a process ended by SIGTERM: 128 + 15.
@@ -73,7 +91,7 @@ def run_command(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         with connect() as kafka:
-            result = asyncio.run(_run(args, kafka, _benchmark(args)))
+            result = asyncio.run(_run(args, kafka, benchmark_of(args)))
     except _TerminatedError as exc:
         print(f"resultlog: error: {exc}", file=sys.stderr)
         return _TERMINATED_EXIT
@@ -86,7 +104,7 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _benchmark(args: argparse.Namespace) -> Benchmark:
+def benchmark_of(args: argparse.Namespace) -> Benchmark:
     """The benchmark named on the command line, limited as asked."""
     benchmark = resolve_benchmark(args.benchmark)
     try:  # a JSONL benchmark is named after its file: the name must make a run key part
@@ -145,7 +163,12 @@ async def _run_to_end(
                     benchmark,
                     args.model,
                     run_id=args.run_id,
-                    solver=model_solver(client, args.model),
+                    solver=model_solver(
+                        client,
+                        args.model,
+                        temperature=args.temperature,
+                        max_tokens=args.max_tokens,
+                    ),
                     epochs=args.epochs,
                     store=store,
                     max_concurrency=args.concurrency,
@@ -162,9 +185,14 @@ async def _run_to_end(
 def _endpoint(base_url: str | None) -> Iterator[str]:
     """The model endpoint: the given URL, or an embedded offline server for the run."""
     if base_url is not None:
-        if not base_url.startswith(("http://", "https://")):
-            raise CliError(f"--base-url must be an http(s) URL ending in /v1, got {base_url!r}")
+        check_base_url(base_url)
         yield base_url
         return
     with ModelServer() as server:
         yield server.base_url
+
+
+def check_base_url(base_url: str | None) -> None:
+    """Refuse a --base-url that is not an http(s) URL."""
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise CliError(f"--base-url must be an http(s) URL ending in /v1, got {base_url!r}")
