@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
-from resultlog.cli import _acl, _aggregator, _inspect, _kafka, _purge, _replay, _run, _status
+from resultlog.cli import _acl, _aggregator, _inspect, _kafka, _purge, _replay, _run, _status, _submit, _worker
 from resultlog.kafka import LIBRDKAFKA_LOGGER
 from resultlog.schemas.errors import ResultLogError
 
@@ -51,6 +51,8 @@ def _command_registrars() -> list[Callable[[Commands], None]]:
         _aggregator.register,
         _inspect.register,
         _acl.register,
+        _submit.register,
+        _worker.register,
     ]
 
 

@@ -1,0 +1,141 @@
+"""Running chunks on an event loop of their own, so the consumer's thread keeps polling."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from resultlog.kafka import KafkaConnection
+from resultlog.producer._worker._plan import WorkError, task_benchmark
+from resultlog.producer.model_client import ModelClient
+from resultlog.producer.runner import RunResult, model_solver, run_benchmark
+from resultlog.producer.store import KafkaResultStore
+from resultlog.schemas import ChunkTask
+
+if TYPE_CHECKING:
+    from resultlog.producer.offline import ModelServer
+
+__all__ = ["ChunkRunner", "RunningChunk"]
+
+log = logging.getLogger(__name__)
+
+_CLOSE_S = 60.0
+
+
+class RunningChunk:
+    """One attempt at a chunk: wait for it, read its outcome, or cancel it from another thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._task: asyncio.Task[RunResult] | None = None
+        self._settled = threading.Event()
+        self.result: RunResult | None = None
+        self.error: BaseException | None = None
+        self.cancelled = False
+
+    def attach(self, task: asyncio.Task[RunResult]) -> None:
+        """Follow the asyncio task (called on the loop)."""
+        self._task = task
+        task.add_done_callback(self._settle)
+
+    def _settle(self, task: asyncio.Task[RunResult]) -> None:
+        if task.cancelled():
+            self.cancelled = True
+        elif task.exception() is not None:
+            self.error = task.exception()
+        else:
+            self.result = task.result()
+        self._settled.set()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the attempt to end; True once it has."""
+        return self._settled.wait(timeout_s)
+
+    def cancel(self, timeout_s: float = 10.0) -> bool:
+        """Cancel the attempt and wait until it has unwound; True if it did in time."""
+        # Scheduled after attach() (the loop runs callbacks in order), so the task exists.
+        self._loop.call_soon_threadsafe(self._cancel_task)
+        return self.wait(timeout_s)
+
+    def _cancel_task(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+class ChunkRunner:
+    """Runs chunk tasks with the runner, writing through one result store."""
+
+    def __init__(self, kafka: KafkaConnection, *, concurrency: int) -> None:
+        self._settings = kafka.settings
+        self._concurrency = concurrency
+        self._store = KafkaResultStore(kafka)
+        self._offline: ModelServer | None = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="resultlog-chunks", daemon=True
+        )
+        self._thread.start()
+
+    def start(self, task: ChunkTask) -> RunningChunk:
+        """Start one attempt at the chunk; it runs on the runner's loop."""
+        running = RunningChunk(self._loop)
+
+        def create() -> None:
+            running.attach(self._loop.create_task(self._run(task)))
+
+        self._loop.call_soon_threadsafe(create)
+        return running
+
+    async def _run(self, task: ChunkTask) -> RunResult:
+        if task.budget_usd is not None:
+            raise WorkError("the task has a budget and this worker cannot enforce budgets yet")
+        benchmark = task_benchmark(task)
+        settings = self._settings
+        # The API key is the worker's own (its environment), never the task's.
+        async with ModelClient(
+            task.base_url or self._offline_url(),
+            settings.api_key,
+            timeout=settings.model_timeout_s,
+            max_retries=settings.model_max_retries,
+            backoff_initial=settings.model_retry_backoff_s,
+        ) as client:
+            solver = model_solver(
+                client, task.model, temperature=task.temperature, max_tokens=task.max_tokens
+            )
+            return await run_benchmark(
+                benchmark,
+                task.model,
+                run_id=task.run_id,
+                solver=solver,
+                epochs=task.epochs,
+                store=self._store,
+                max_concurrency=self._concurrency,
+                sample_range=task.sample_range,
+                degrade_solver_errors=task.degrade_solver_errors,
+                chunk_id=task.chunk_id,
+                chunk_index=task.chunk_index,
+            )
+
+    def _offline_url(self) -> str:
+        """A task without a base URL uses this worker's embedded offline model (as `run` does)."""
+        if self._offline is None:
+            from resultlog.producer.offline import ModelServer
+
+            self._offline = ModelServer().start()
+        return self._offline.base_url
+
+    def close(self) -> None:
+        """Make every finished write durable, then stop the loop (and the offline model)."""
+        try:
+            flushed = asyncio.run_coroutine_threadsafe(self._store.close(), self._loop)
+            flushed.result(_CLOSE_S)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(_CLOSE_S)
+            with contextlib.suppress(RuntimeError):  # a loop still running cannot be closed
+                self._loop.close()
+            if self._offline is not None:
+                self._offline.stop()

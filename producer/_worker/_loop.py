@@ -1,0 +1,266 @@
+"""The worker: one member of a consumer group on the work topic, running one chunk at a time."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from resultlog.consumers.dlq import reason_kind
+from resultlog.kafka import KafkaClientError, KafkaConnection
+from resultlog.producer._worker._chunk import ChunkRunner, RunningChunk
+from resultlog.producer._worker._dead import CHUNK_FAILED, WorkDeadLetters
+from resultlog.schemas import ChunkTask, DecodeError
+
+__all__ = ["Worker", "WorkerOptions", "WorkerReport"]
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.1
+_CANCEL_WAIT_S = 30.0
+_METADATA_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How a worker serves the work topic (the rest comes from the connection's settings)."""
+
+    group: str
+    concurrency: int = 8
+    max_chunks: int | None = None
+
+
+@dataclass
+class WorkerReport:
+    """What a worker did: tasks run, dead-lettered, undecodable, and chunks it abandoned."""
+
+    chunks_run: int = 0
+    dead_lettered: int = 0
+    undecodable: int = 0
+    abandoned: int = 0
+    pairs_evaluated: int = 0
+    chunk_ids: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.chunks_run} chunks run ({self.pairs_evaluated} pairs evaluated), "
+            f"{self.dead_lettered} dead-lettered, {self.undecodable} undecodable, "
+            f"{self.abandoned} abandoned"
+        )
+
+
+class Worker:
+    """Consumes chunk tasks as one member of a consumer group and runs each with the runner.
+
+    A task's offset is committed only after its chunk has run (or was dead-lettered). While a
+    chunk runs, every assigned partition is paused and the consumer keeps polling, so the
+    group membership survives chunks far longer than max.poll.interval.ms. A chunk whose
+    partition is revoked or lost, or that is running when `stop()` is called, is cancelled
+    and left uncommitted: whoever takes the task next resumes it from the log.
+    """
+
+    def __init__(self, kafka: KafkaConnection, options: WorkerOptions) -> None:
+        self._kafka = kafka
+        self._options = options
+        self._settings = kafka.settings
+        self._topic = kafka.work_topic
+        self._stopping = threading.Event()
+        self._running: RunningChunk | None = None
+        self._in_flight: int | None = None  # the partition of the task being run
+        self._lost = False
+        self.report = WorkerReport()
+
+    def stop(self) -> None:
+        """Ask the worker to leave (safe from a signal handler): a running chunk is abandoned."""
+        self._stopping.set()
+
+    def run(self) -> WorkerReport:
+        """Serve the work topic until stopped or `max_chunks` tasks are settled."""
+        self._kafka.partition_count(self._topic, timeout_s=_METADATA_TIMEOUT_S)  # exists?
+        chunks = ChunkRunner(self._kafka, concurrency=self._options.concurrency)
+        dead = WorkDeadLetters(self._kafka)
+        consumer = self._kafka.group_consumer(self._options.group, self._consumer_config())
+        try:
+            consumer.subscribe(
+                [self._topic],
+                on_assign=self._assigned,
+                on_revoke=self._revoked,
+                on_lost=self._revoked,
+            )
+            while not self._stopping.is_set() and not self._enough():
+                message = consumer.poll(_POLL_S)
+                if message is not None and _usable(message):
+                    self._take(consumer, message, chunks, dead)
+        finally:
+            try:
+                chunks.close()  # what finished is durable before the group hands tasks on
+            finally:
+                consumer.close()  # leave the group: an abandoned task moves on at once
+        return self.report
+
+    def _consumer_config(self) -> dict[str, object]:
+        settings = self._settings
+        return {
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            # Only the partitions that move are revoked: a rebalance (a worker joining or
+            # dying) leaves every other worker's running chunk alone.
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": settings.work_session_timeout_ms,
+            "heartbeat.interval.ms": max(100, settings.work_session_timeout_ms // 5),
+            "max.poll.interval.ms": settings.work_max_poll_interval_ms,
+        }
+
+    def _enough(self) -> bool:
+        limit = self._options.max_chunks
+        return limit is not None and self.report.chunks_run + self.report.dead_lettered >= limit
+
+    def _take(
+        self, consumer: Consumer, message: Message, chunks: ChunkRunner, dead: WorkDeadLetters
+    ) -> None:
+        """Run one task to an end: committed, dead-lettered, or abandoned to the group."""
+        partition, offset = message.partition() or 0, message.offset() or 0
+        try:
+            task = self._kafka.codec.decode_chunk_task(
+                message.value(), topic=self._topic, partition=partition, offset=offset
+            )
+        except DecodeError as exc:
+            log.warning("dead-lettering an undecodable task: %s", exc)
+            dead.send(message, reason=str(exc), kind=reason_kind(exc), attempts=0)
+            self._commit(consumer, partition, offset)
+            self.report.undecodable += 1
+            return
+        self._in_flight, self._lost = partition, False
+        consumer.pause(consumer.assignment())
+        try:
+            self._attempt_all(consumer, message, task, chunks, dead)
+        finally:
+            self._in_flight = self._running = None
+            if not self._stopping.is_set():
+                consumer.resume(consumer.assignment())
+
+    def _attempt_all(
+        self,
+        consumer: Consumer,
+        message: Message,
+        task: ChunkTask,
+        chunks: ChunkRunner,
+        dead: WorkDeadLetters,
+    ) -> None:
+        """Attempt the chunk until it runs, fails max_attempts times in a row, or must go."""
+        settings = self._settings
+        partition, offset = message.partition() or 0, message.offset() or 0
+        failures: list[str] = []
+        while True:
+            log.info("chunk %s [%d, %d) starts", task.chunk_id, task.start, task.end)
+            self._running = chunks.start(task)
+            if not self._wait(consumer, self._running):
+                return self._abandon(task)
+            result, error = self._running.result, self._running.error
+            if result is not None:
+                self._commit(consumer, partition, offset)
+                self.report.chunks_run += 1
+                self.report.pairs_evaluated += result.evaluated
+                self.report.chunk_ids.append(task.chunk_id)
+                log.info("chunk %s done: %d pairs evaluated", task.chunk_id, result.evaluated)
+                return None
+            failures.append(f"{type(error).__name__}: {error}")
+            log.warning("chunk %s failed (attempt %d): %s", task.chunk_id, len(failures), error)
+            if len(failures) >= settings.work_max_attempts:
+                reason = _reasons(failures)
+                dead.send(message, reason=reason, kind=CHUNK_FAILED, attempts=len(failures))
+                self._commit(consumer, partition, offset)
+                self.report.dead_lettered += 1
+                log.error("chunk %s dead-lettered: %s", task.chunk_id, reason)
+                return None
+            delay = settings.work_retry_backoff_s * 2 ** (len(failures) - 1)
+            if not self._pause_for(consumer, delay):
+                return self._abandon(task)
+
+    def _wait(self, consumer: Consumer, running: RunningChunk) -> bool:
+        """Poll (serving the group) until the attempt ends; False if it must be abandoned."""
+        while not running.wait(_POLL_S):
+            self._serve(consumer)
+            if self._stopping.is_set() or self._lost:
+                return False
+        return True
+
+    def _pause_for(self, consumer: Consumer, delay_s: float) -> bool:
+        """Poll (serving the group) for `delay_s`; False if the chunk must be abandoned."""
+        deadline = time.monotonic() + delay_s
+        while time.monotonic() < deadline:
+            self._serve(consumer)
+            if self._stopping.is_set() or self._lost:
+                return False
+            time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())))
+        return True
+
+    def _serve(self, consumer: Consumer) -> None:
+        """One poll while busy: heartbeats and rebalances are served, nothing is consumed."""
+        message = consumer.poll(0)
+        if message is None or not _usable(message):
+            return
+        # Fetched before the pause took effect: give it back, to be consumed after this chunk.
+        back = TopicPartition(self._topic, message.partition() or 0, message.offset() or 0)
+        consumer.seek(back)
+        consumer.pause([back])
+
+    def _abandon(self, task: ChunkTask) -> None:
+        """Cancel the running attempt; its task stays uncommitted for the group."""
+        running = self._running
+        if running is not None and not running.cancel(_CANCEL_WAIT_S):
+            log.error("chunk %s did not stop within %.0fs", task.chunk_id, _CANCEL_WAIT_S)
+        self.report.abandoned += 1
+        why = "stopping" if self._stopping.is_set() else "its partition was revoked"
+        log.warning("chunk %s abandoned (%s); what is durable stays", task.chunk_id, why)
+
+    def _commit(self, consumer: Consumer, partition: int, offset: int) -> None:
+        """Commit past the task; a refused commit only means the task will be seen again."""
+        try:
+            consumer.commit(
+                offsets=[TopicPartition(self._topic, partition, offset + 1)], asynchronous=False
+            )
+        except KafkaException as exc:
+            # A rebalance took the partition: its next owner resumes the chunk, skipping
+            # every durable pair, so the only cost is a resume read.
+            log.warning("commit of %s[%d]@%d refused: %s", self._topic, partition, offset, exc)
+
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.incremental_assign(partitions)
+        if self._in_flight is not None:  # busy: new partitions wait for this chunk
+            consumer.pause(partitions)
+        log.info("assigned %s", sorted(p.partition for p in partitions))
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("revoked %s", sorted(p.partition for p in partitions))
+        if self._in_flight is None or self._in_flight not in {p.partition for p in partitions}:
+            return
+        # Stop before the partition's next owner starts the same chunk: two writers of one
+        # chunk would ask the model twice for every pair in flight.
+        self._lost = True
+        if self._running is not None:
+            self._running.cancel(_CANCEL_WAIT_S)
+
+
+def _reasons(failures: list[str]) -> str:
+    """The distinct failure reasons of a task, most frequent first, on one line."""
+    counts: dict[str, int] = {}
+    for failure in failures:
+        counts[failure] = counts.get(failure, 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    return "; ".join(f"{reason} (x{count})" for reason, count in ranked)
+
+
+def _usable(message: Message) -> bool:
+    """True for a task; an error event is logged (and raised when fatal)."""
+    error = message.error()
+    if error is None:
+        return True
+    if error.fatal():
+        raise KafkaClientError(f"the work consumer failed: {error.str()}")
+    log.info("work consumer: %s", error.str())
+    return False

@@ -1,0 +1,46 @@
+"""Handler of `resultlog submit`: a run's chunk tasks written to the work topic."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from resultlog.cli._args import positive_int
+from resultlog.cli._connect import connect
+from resultlog.cli._run import add_run_options, benchmark_of, check_base_url
+from resultlog.producer.worker import RunSpec, plan_chunks, submit_chunks
+from resultlog.schemas import MAX_INDEX
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    """Add `submit` to the command line."""
+    submit = commands.add_parser(
+        "submit", help="split a run into chunk tasks for `resultlog worker` processes"
+    )
+    add_run_options(submit)
+    submit.add_argument("--chunks", required=True, type=positive_int("chunks", MAX_INDEX))
+    submit.set_defaults(handler=submit_command)
+
+
+def submit_command(args: argparse.Namespace) -> int:
+    """Validate the run, write one task per chunk, print how many."""
+    check_base_url(args.base_url)
+    spec = RunSpec(
+        benchmark=args.benchmark,
+        model=args.model,
+        run_id=args.run_id,
+        chunks=args.chunks,
+        epochs=args.epochs,
+        limit=args.limit,
+        sample_range=args.sample_range,
+        base_url=args.base_url,
+        degrade_solver_errors=args.degrade_solver_errors,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+    )
+    tasks = plan_chunks(spec, benchmark_of(args))  # every check before anything is written
+    with connect() as kafka:
+        print(submit_chunks(kafka, tasks))
+    return 0
