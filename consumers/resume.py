@@ -16,6 +16,7 @@ from resultlog.consumers._scan import scan
 from resultlog.consumers.dlq import reason_kind
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold
+from resultlog.consumers.work import WorkProgress
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
     ConfigurationError,
@@ -223,17 +224,25 @@ class RunStatus:
     skip_list: int
     out_of_range: int
     undecodable: int
+    chunks: WorkProgress | None = None  # None: the run has no chunk task on the work topic
 
     def as_json(self) -> dict[str, object]:
         """The view with the run key's parts as separate fields, as `status --json` prints it."""
-        fields = {k: v for k, v in vars(self).items() if k != "run_key"}
+        fields = {k: v for k, v in vars(self).items() if k not in ("run_key", "chunks")}
         run_key = self.run_key
         parts = {"run_id": run_key.run_id, "benchmark_id": run_key.benchmark_id}
-        return {**parts, "model": run_key.model, **fields}
+        chunks = None if self.chunks is None else self.chunks.as_json()
+        return {**parts, "model": run_key.model, **fields, "chunks": chunks}
 
 
-def run_status(kafka: KafkaConnection, run_key: RunKey, epochs: int | None = None) -> RunStatus:
-    """The resume view of a run key; `epochs` defaults to the run's shape (its newest record)."""
+def run_status(
+    kafka: KafkaConnection, run_key: RunKey, epochs: int | None = None, group: str | None = None
+) -> RunStatus:
+    """The resume view of a run key; `epochs` defaults to the run's shape (its newest record).
+
+    With chunk tasks of the run on the work topic, it also says which chunks the worker
+    `group` (default: the settings' work group) has done, is running, or has yet to start.
+    """
     loaded = read_run_records(kafka, run_key)
     folded = RunFold(run_key)
     for record in loaded.records:
@@ -251,4 +260,7 @@ def run_status(kafka: KafkaConnection, run_key: RunKey, epochs: int | None = Non
         skip_list=len(state.skip_list),
         out_of_range=state.out_of_range,
         undecodable=state.undecodable,
+        chunks=WorkProgress.read(
+            kafka, run_key, loaded.records, group or kafka.settings.work_group
+        ),
     )

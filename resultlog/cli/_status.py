@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from resultlog.cli._args import add_run_key, positive_int, run_key_of
+from resultlog.cli._args import add_run_key, positive_int, run_key_of, run_key_part
 from resultlog.cli._connect import connect
 from resultlog.consumers import run_status
 
@@ -23,6 +23,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="the epochs a re-run would use (default: the run's, from its newest record)",
     )
+    status.add_argument(
+        "--group",
+        type=run_key_part("group"),
+        default=None,
+        help="the worker group whose chunks to show (default: RESULTLOG_WORK_GROUP)",
+    )
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=status_command)
 
@@ -30,10 +36,23 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 def status_command(args: argparse.Namespace) -> int:
     """Print what a re-run would skip and what it would evaluate again."""
     with connect() as kafka:
-        view = run_status(kafka, run_key_of(args), args.epochs).as_json()
+        view = run_status(kafka, run_key_of(args), args.epochs, args.group).as_json()
     if args.json:
         print(json.dumps(view))
-    else:
-        for name, value in view.items():
-            print(f"{name:>16}: {value}")
+        return 0
+    chunks = view.pop("chunks")
+    for name, value in view.items():
+        print(f"{name:>16}: {value}")
+    if isinstance(chunks, dict):
+        _print_chunks(chunks)
     return 0
+
+
+def _print_chunks(chunks: dict[str, Any]) -> None:
+    """One line of counts, then a line per chunk."""
+    counts = ", ".join(f"{state} {chunks[state]}" for state in ("done", "running", "waiting"))
+    print(f"{'chunks':>16}: {chunks['total']} ({counts}; group {chunks['group']})")
+    for chunk in chunks["list"]:
+        where = f"[{chunk['start']}, {chunk['end']})"
+        progress = f"{chunk['records']}/{chunk['expected']} records"
+        print(f"{'chunk ' + str(chunk['chunk_index']):>16}: {chunk['state']:<8} {where} {progress}")
