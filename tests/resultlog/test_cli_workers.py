@@ -1,0 +1,159 @@
+"""`resultlog submit` and `worker` as processes: bad input, pick-up, SIGTERM, a long chunk."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from resultlog.schemas import RunKey
+from resultlog.settings import Settings
+from tests.consumers.support import bare, served
+from tests.faults.support import serving_aggregator
+from tests.resultlog.work_support import (
+    MODEL,
+    all_committed,
+    assigned_members,
+    cli,
+    last_json,
+    model_server_process,
+    records_of,
+    requests_in,
+    start_worker,
+    wait_for,
+    work_env,
+)
+
+
+def _submit(run_id: str, base_url: str, *args: str) -> list[str]:
+    return ["submit", "arith", "--model", MODEL, "--run-id", run_id, "--base-url", base_url, *args]
+
+
+def _work_topic_is_empty(settings: Settings) -> bool:
+    consumer = Consumer({**settings.client_config(), "group.id": "empty-probe"})
+    try:
+        return all(
+            consumer.get_watermark_offsets(
+                TopicPartition(settings.work_topic, p), timeout=10, cached=False
+            )[1]
+            == 0
+            for p in range(settings.work_partitions)
+        )
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope", "--chunks", "2"], "unknown benchmark 'nope'"),
+        (["arith", "--chunks", "2", "--range", "5:2"], "range must satisfy 0 <= A < B"),
+        (["arith", "--chunks", "2", "--range", "1000:1200"], "selects no sample of the 1000"),
+        (["arith", "--chunks", "0"], "chunks must be between 1 and"),
+        (["arith", "--chunks", "11", "--limit", "10"], "11 chunks for 10 samples"),
+        (["arith", "--chunks", "2", "--base-url", "ftp://x"], "--base-url must be an http(s)"),
+    ],
+)
+def test_bad_input_is_a_one_line_error_and_writes_nothing(
+    args: list[str], message: str, settings: Settings, cli_env: dict[str, str]
+) -> None:
+    done = cli(cli_env, "submit", *args, "--model", "m", "--run-id", "bad")
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("resultlog: error:"), done.stderr
+    assert message in lines[0]
+    assert _work_topic_is_empty(settings)
+
+
+def test_a_worker_started_before_submit_picks_the_work_up(
+    settings: Settings, cli_env: dict[str, str], tmp_path: Path, unique_name: str
+) -> None:
+    group, run_key = f"{unique_name}.workers", RunKey("picked", "arith", MODEL)
+    env = work_env(cli_env, group)
+    with model_server_process(tmp_path, env, latency_ms=5) as (base_url, log):
+        worker = start_worker(env, "--max-chunks", "3", "--concurrency", "4")
+        wait_for(lambda: assigned_members(settings, group) == 1, "the worker to join")
+        with serving_aggregator(settings) as (_, url):
+            submitted = cli(env, *_submit("picked", base_url, "--chunks", "3", "--limit", "30"))
+            assert (submitted.returncode, submitted.stdout.strip()) == (0, "3"), submitted.stderr
+            _, stderr = worker.communicate(timeout=120)
+            assert worker.returncode == 0, stderr
+            assert "3 chunks run (30 pairs evaluated)" in stderr.splitlines()[-1]
+            replayed = bare(last_json(cli(env, "replay", *_run_key_args("picked"), "--json")))
+            wait_for(lambda: served(url, run_key) == replayed, "the aggregator to agree")
+    assert replayed["records"] == replayed["expected_records"] == 30
+
+    records = records_of(settings, "picked")
+    for record in records:
+        index = record.sample_index // 10
+        assert (record.chunk_index, record.chunk_id) == (index, f"picked/chunk-{index}-of-3")
+    assert set(requests_in(log).values()) == {1}
+    assert all_committed(settings, group)
+    status = last_json(cli(env, "status", *_run_key_args("picked"), "--json"))
+    chunks = status["chunks"]
+    assert (chunks["total"], chunks["done"], chunks["running"], chunks["waiting"]) == (3, 3, 0, 0)
+    assert [(c["start"], c["end"], c["records"]) for c in chunks["list"]] == [
+        (0, 10, 10),
+        (10, 20, 10),
+        (20, 30, 10),
+    ]
+
+
+def _run_key_args(run_id: str) -> list[str]:
+    return ["--run-id", run_id, "--benchmark", "arith", "--model", MODEL]
+
+
+def test_sigterm_abandons_the_chunk_and_loses_nothing_durable(
+    settings: Settings, cli_env: dict[str, str], tmp_path: Path, unique_name: str
+) -> None:
+    group = f"{unique_name}.workers"
+    env = work_env(cli_env, group)
+    with model_server_process(tmp_path, env, latency_ms=100) as (base_url, log):
+        worker = start_worker(env, "--concurrency", "2")
+        wait_for(lambda: assigned_members(settings, group) == 1, "the worker to join")
+        args = ("--chunks", "1", "--limit", "20", "--epochs", "2")
+        assert cli(env, *_submit("term", base_url, *args)).returncode == 0
+        wait_for(lambda: len(records_of(settings, "term")) >= 6, "some durable pairs")
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=30)
+        assert worker.returncode == 0, stderr
+        assert stderr.splitlines()[-1].endswith("0 dead-lettered, 0 undecodable, 1 abandoned")
+        durable = {(r.sample_id, r.epoch) for r in records_of(settings, "term") if not r.degraded}
+        assert 6 <= len(durable) < 40
+        assert not all_committed(settings, group), "an abandoned task must stay uncommitted"
+        asked_before = requests_in(log)
+
+        second = start_worker(env, "--max-chunks", "1", "--concurrency", "2")
+        _, stderr = second.communicate(timeout=120)
+        assert second.returncode == 0, stderr
+    asked = requests_in(log)
+    assert all(asked[pair] == 1 for pair in durable), "a durable pair was asked again"
+    again = {pair for pair, count in asked.items() if count > 1}
+    assert again <= set(asked_before) - durable  # only pairs in flight (or degraded) at SIGTERM
+    assert len(records_of(settings, "term")) == 40
+    assert all_committed(settings, group)
+
+
+def test_a_chunk_longer_than_max_poll_interval_keeps_its_group_membership(
+    settings: Settings, cli_env: dict[str, str], tmp_path: Path, unique_name: str
+) -> None:
+    group = f"{unique_name}.workers"
+    # 6 s is the broker's shortest session; the chunk takes 8 pairs x 1 s, one at a time.
+    env = work_env(cli_env, group, RESULTLOG_WORK_MAX_POLL_INTERVAL_MS="6000")
+    with model_server_process(tmp_path, env, latency_ms=1000) as (base_url, log):
+        worker = start_worker(env, "--max-chunks", "1", "--concurrency", "1")
+        wait_for(lambda: assigned_members(settings, group) == 1, "the worker to join")
+        args = ("--chunks", "1", "--limit", "8")
+        assert cli(env, *_submit("long", base_url, *args)).returncode == 0
+        _, stderr = worker.communicate(timeout=120)
+    assert worker.returncode == 0, stderr
+    assert "maximum poll interval" not in stderr.lower(), stderr
+    assert "1 chunks run (8 pairs evaluated), 0 dead-lettered, 0 undecodable, 0 abandoned" in stderr
+    every = list(range(settings.work_partitions))
+    assert [line for line in stderr.splitlines() if "revoked" in line] == [
+        f"resultlog: INFO: revoked {every}"  # only when the worker leaves
+    ]
+    assert set(requests_in(log).values()) == {1} and len(requests_in(log)) == 8
+    assert all_committed(settings, group)

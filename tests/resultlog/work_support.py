@@ -1,0 +1,144 @@
+"""Helpers of the distributed-worker tests: processes, the worker group, the request log."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from resultlog.consumers import read_run_records
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, SampleResult
+from resultlog.settings import Settings
+
+T = TypeVar("T")
+MODEL = "offline/gpt-4o"
+
+
+def resultlog(*args: str) -> list[str]:
+    """The argv of a `resultlog` child process."""
+    return [sys.executable, "-m", "resultlog.cli", *args]
+
+
+def wait_for(probe: Callable[[], T | None], what: str, timeout_s: float = 60.0) -> T:
+    """Poll `probe` until it returns something truthy; fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def work_env(env: dict[str, str], group: str, **extra: str) -> dict[str, str]:
+    """A CLI environment whose workers form `group`, notice a dead member within 6 s, and
+    ask the model once per pair (no client retries: the request log counts pairs)."""
+    return {
+        **env,
+        "RESULTLOG_WORK_GROUP": group,
+        "RESULTLOG_WORK_SESSION_TIMEOUT_MS": "6000",
+        "RESULTLOG_MODEL_MAX_RETRIES": "0",
+        **extra,
+    }
+
+
+@contextlib.contextmanager
+def model_server_process(
+    tmp_path: Path, env: dict[str, str], latency_ms: int
+) -> Iterator[tuple[str, Path]]:
+    """The offline model server as its own process, logging every request to a file."""
+    port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
+    command = resultlog("model-server", "--port-file", str(port_file))
+    command += ["--request-log", str(log), "--latency-ms", str(latency_ms)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: port_file.exists() or server.poll() is not None, "the model server", 20)
+        assert server.poll() is None, "the model server did not start"
+        yield f"http://127.0.0.1:{int(port_file.read_text())}/v1", log
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def requests_in(log: Path) -> Counter[tuple[str, int]]:
+    """How often each (sample_id, epoch) was asked, from the model server's request log."""
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return Counter((line["sample_id"], line["epoch"]) for line in lines)
+
+
+def start_worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """A `resultlog -v worker` process (its log on stderr)."""
+    return subprocess.Popen(
+        resultlog("-v", "worker", *args),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def cli(
+    env: dict[str, str], *args: str, timeout_s: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run `resultlog ARGS` to its end."""
+    return subprocess.run(
+        resultlog(*args), env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+
+
+def assigned_members(settings: Settings, group: str) -> int:
+    """How many members of the group hold at least one partition of the work topic."""
+    admin = AdminClient(settings.client_config())
+    try:
+        description = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    except Exception:  # the group does not exist yet
+        return 0
+    return sum(
+        any(tp.topic == settings.work_topic for tp in member.assignment.topic_partitions)
+        for member in description.members
+    )
+
+
+def all_committed(settings: Settings, group: str) -> bool:
+    """True when the group has committed every task on the work topic."""
+    kafka = KafkaConnection(settings)
+    partitions = list(range(settings.work_partitions))
+    committed = kafka.committed_offsets(group, settings.work_topic, partitions)
+    consumer = Consumer({**settings.client_config(), "group.id": f"{group}.probe"})
+    try:
+        for partition in partitions:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(settings.work_topic, partition), timeout=10, cached=False
+            )
+            if committed.get(partition, 0) < high:
+                return False
+    finally:
+        consumer.close()
+    return True
+
+
+def records_of(settings: Settings, run_id: str, benchmark: str = "arith") -> list[SampleResult]:
+    """The run's latest records."""
+    return read_run_records(KafkaConnection(settings), RunKey(run_id, benchmark, MODEL)).records
+
+
+def comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary without its run id, freshness and wall-clock time (differs between runs)."""
+    return {k: v for k, v in summary.items() if k not in ("run_id", "as_of", "generation_time_ms")}
+
+
+def last_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The JSON object on the last line of a command's output."""
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
