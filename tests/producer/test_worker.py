@@ -1,0 +1,125 @@
+"""The worker in-process: dead letters for poison and failing tasks, and it goes on serving."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from resultlog.kafka import KafkaConnection
+from resultlog.producer.offline import Behavior, ModelServer
+from resultlog.producer.worker import (
+    CHUNK_FAILED,
+    RunSpec,
+    Worker,
+    WorkerOptions,
+    WorkerReport,
+    plan_chunks,
+    submit_chunks,
+)
+from resultlog.schemas import ChunkTask
+from resultlog.settings import Settings
+
+MODEL = "offline/gpt-4o"
+
+
+def _tasks(run_id: str, base_url: str, **fields: Any) -> list[ChunkTask]:
+    spec = RunSpec("arith", MODEL, run_id, chunks=1, limit=4, base_url=base_url)
+    return [task.model_copy(update=fields) for task in plan_chunks(spec)]
+
+
+def _dead_letters(settings: Settings, expected: int) -> list[dict[str, str]]:
+    consumer = Consumer({**settings.client_config(), "group.id": "dlq-reader"})
+    consumer.assign(
+        [TopicPartition(settings.work_dlq_topic, p, 0) for p in range(settings.work_partitions)]
+    )
+    found: list[dict[str, str]] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(found) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None or message.error() is not None:
+                continue
+            found.append({k: v.decode() for k, v in message.headers() or [] if v is not None})
+    finally:
+        consumer.close()
+    return found
+
+
+def _committed(kafka: KafkaConnection) -> int:
+    """How many tasks the worker group has settled, over every partition."""
+    settings = kafka.settings
+    partitions = list(range(settings.work_partitions))
+    offsets = kafka.committed_offsets(settings.work_group, settings.work_topic, partitions)
+    return sum(offsets.values())
+
+
+def _serve_until(kafka: KafkaConnection, settled: int) -> WorkerReport:
+    """Run a worker in a thread until `settled` tasks are committed, then stop it."""
+    worker = Worker(kafka, WorkerOptions(kafka.settings.work_group, concurrency=2))
+    reports: list[WorkerReport] = []
+    thread = threading.Thread(target=lambda: reports.append(worker.run()))
+    thread.start()
+    deadline = time.monotonic() + 120
+    while _committed(kafka) < settled and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker.stop()
+    thread.join(30)
+    assert reports, "the worker did not stop"
+    return reports[0]
+
+
+def test_poison_and_failing_tasks_are_dead_lettered_and_the_worker_goes_on(
+    settings: Settings, model_server: ModelServer, unique_name: str
+) -> None:
+    settings = settings.model_copy(
+        update={
+            "work_group": f"{unique_name}.workers",
+            "work_max_attempts": 2,
+            "work_retry_backoff_s": 0.01,
+            "model_max_retries": 0,
+        }
+    )
+    kafka = KafkaConnection(settings)
+    url = model_server.base_url
+    model_server.override("arith-0000", 0, Behavior(status=401))  # fatal: fails the chunk
+    poison = Producer(settings.client_config())
+    poison.produce(settings.work_topic, key=b"x/y/z/0", value=b"not a task", partition=0)
+    assert poison.flush(10) == 0
+    budget = _tasks("budgeted", url, budget_usd=1.0)
+    unauthorized = _tasks("unauthorized", url)
+    with ModelServer(latency_s=0.001) as other:
+        good = _tasks("good", other.base_url)
+        assert submit_chunks(kafka, [*budget, *unauthorized, *good]) == 3
+        report = _serve_until(kafka, settled=4)
+
+    assert (report.chunks_run, report.dead_lettered, report.undecodable) == (1, 2, 1)
+    assert report.abandoned == 0
+    assert report.chunk_ids == ["good/chunk-0-of-1"]
+    letters = {letter["resultlog.reason.kind"]: letter for letter in _dead_letters(settings, 3)}
+    assert set(letters) == {"undecodable_value", CHUNK_FAILED}
+    assert letters["undecodable_value"]["resultlog.attempts"] == "0"
+    reasons = [
+        letter["resultlog.reason"]
+        for letter in _dead_letters(settings, 3)
+        if letter["resultlog.reason.kind"] == CHUNK_FAILED
+    ]
+    assert len(reasons) == 2
+    assert any("cannot enforce budgets" in reason and "(x2)" in reason for reason in reasons)
+    assert any("HTTP 401" in reason and "(x2)" in reason for reason in reasons)
+    assert model_server.request_count("arith-0000", 0) == 2  # once per attempt
+    assert _committed(kafka) == 4  # every task, poison included, is settled
+
+
+def test_an_unreachable_work_topic_is_a_clear_error(settings: Settings) -> None:
+    missing = settings.model_copy(update={"work_topic": f"{settings.work_topic}.missing"})
+    worker = Worker(KafkaConnection(missing), WorkerOptions("g"))
+    try:
+        worker.run()
+    except Exception as exc:
+        assert "does not exist; run `resultlog topics create`" in str(exc)
+        assert not isinstance(exc, KafkaError)
+    else:
+        raise AssertionError("a worker without a work topic must not start")
