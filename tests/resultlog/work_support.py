@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from resultlog.consumers import read_run_records
-from resultlog.kafka import KafkaConnection
+from resultlog.kafka import KafkaClientError, KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 
@@ -111,18 +111,21 @@ def assigned_members(settings: Settings, group: str) -> int:
 
 
 def all_committed(settings: Settings, group: str) -> bool:
-    """True when the group has committed every task on the work topic."""
+    """True when the group has committed every task on the work topic (False while a broker
+    fails over and cannot say)."""
     kafka = KafkaConnection(settings)
     partitions = list(range(settings.work_partitions))
-    committed = kafka.committed_offsets(group, settings.work_topic, partitions)
     consumer = Consumer({**settings.client_config(), "group.id": f"{group}.probe"})
     try:
+        committed = kafka.committed_offsets(group, settings.work_topic, partitions)
         for partition in partitions:
             _, high = consumer.get_watermark_offsets(
                 TopicPartition(settings.work_topic, partition), timeout=10, cached=False
             )
             if committed.get(partition, 0) < high:
                 return False
+    except (KafkaException, KafkaClientError):
+        return False
     finally:
         consumer.close()
     return True

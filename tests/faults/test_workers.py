@@ -1,0 +1,168 @@
+"""Distributed workers under fire: three worker processes, a six-chunk run, one worker SIGKILLed
+mid-chunk (and, on a three-broker cluster, a broker killed too). The run completes, no pair is
+asked twice but those the killed worker had in flight, and the summary equals a one-process run.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from resultlog.broker import LocalKafka
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, SampleResult, partition_for
+from resultlog.settings import Settings
+from tests.faults.conftest import make_settings
+from tests.faults.support import env_for, raw_run_records, report
+from tests.resultlog.work_support import (
+    MODEL,
+    all_committed,
+    assigned_members,
+    cli,
+    comparable,
+    last_json,
+    model_server_process,
+    records_of,
+    requests_in,
+    resultlog,
+    start_worker,
+    wait_for,
+    work_env,
+)
+
+pytestmark = pytest.mark.faults
+
+SAMPLES, EPOCHS, CHUNKS, WORKERS, CONCURRENCY = 60, 2, 6, 3, 2
+RUN = ["--limit", str(SAMPLES), "--epochs", str(EPOCHS)]
+
+
+def _by_worker(records: list[SampleResult], pid: int) -> list[SampleResult]:
+    return [r for r in records if r.worker is not None and r.worker.pid == pid]
+
+
+def _distributed_run_survives_a_killed_worker(
+    settings: Settings, env: dict[str, str], tmp_path: Path, on_kill: Callable[[], None]
+) -> dict[str, object]:
+    """The scenario; `on_kill` runs right after the worker is killed. Returns fault figures."""
+    group = env["RESULTLOG_WORK_GROUP"]
+    run_args = ["arith", "--model", MODEL, *RUN]
+    with model_server_process(tmp_path, env, latency_ms=200) as (base_url, log):
+        workers = [start_worker(env, "--concurrency", str(CONCURRENCY)) for _ in range(WORKERS)]
+        try:
+            wait_for(lambda: assigned_members(settings, group) == WORKERS, "three members")
+            submitted = cli(
+                env,
+                "submit",
+                *run_args,
+                "--run-id",
+                "fan",
+                "--chunks",
+                str(CHUNKS),
+                "--base-url",
+                base_url,
+            )
+            assert (submitted.returncode, submitted.stdout.strip()) == (0, str(CHUNKS))
+            victim = workers[0]
+            wait_for(
+                lambda: len(_by_worker(records_of(settings, "fan"), victim.pid)) >= 3,
+                "the victim's first durable pairs",
+            )
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(10)
+            asked_at_kill = set(requests_in(log))
+            on_kill()
+            wait_for(lambda: all_committed(settings, group), "every chunk to be done", 180)
+        finally:
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            for worker in workers:
+                worker.communicate(timeout=60)
+        asked = requests_in(log)
+        single = last_json(
+            cli(
+                env,
+                "run",
+                *run_args,
+                "--run-id",
+                "single",
+                "--base-url",
+                base_url,
+                "--json",
+                "--concurrency",
+                "8",
+            )
+        )
+
+    records = records_of(settings, "fan")
+    assert Counter((r.sample_index, r.epoch) for r in records) == {
+        (i, e): 1 for i in range(SAMPLES) for e in range(EPOCHS)
+    }
+    # The chunk the victim was running: some pairs are its, the rest another worker's.
+    mine = _by_worker(records, victim.pid)
+    interrupted = {r.chunk_index for r in mine} & {
+        r.chunk_index for r in records if r.worker is None or r.worker.pid != victim.pid
+    }
+    assert len(interrupted) == 1, "the victim was not killed mid-chunk"
+    (chunk,) = interrupted
+    in_chunk = {(r.sample_id, r.epoch) for r in records if r.chunk_index == chunk}
+    raw = raw_run_records(settings, RunKey("fan", "arith", MODEL))
+    durable_from_victim = {
+        (r.sample_id, r.epoch)
+        for r in (KafkaConnection(settings).codec.decode_sample_result(x.value) for x in raw)
+        if r.worker is not None and r.worker.pid == victim.pid and not r.degraded
+    }
+    twice = {pair for pair, count in asked.items() if count > 1}
+    assert twice <= (in_chunk & asked_at_kill) - durable_from_victim, "a pair was paid twice"
+    assert len(twice) <= CONCURRENCY + sum(r.degraded for r in records if r.chunk_index == chunk)
+
+    replayed = last_json(
+        cli(env, "replay", "--run-id", "fan", "--benchmark", "arith", "--model", MODEL, "--json")
+    )
+    assert comparable(replayed) == comparable(single)
+    status = last_json(
+        cli(env, "status", "--run-id", "fan", "--benchmark", "arith", "--model", MODEL, "--json")
+    )
+    assert status["chunks"]["done"] == CHUNKS
+    return {"asked_twice": len(twice), "requests": sum(asked.values()), "chunk": chunk}
+
+
+def test_a_worker_killed_mid_chunk_costs_only_its_pairs_in_flight(
+    settings: Settings, cli_env: dict[str, str], tmp_path: Path, unique_name: str
+) -> None:
+    env = work_env(cli_env, f"{unique_name}.workers")
+    figures = _distributed_run_survives_a_killed_worker(settings, env, tmp_path, lambda: None)
+    report("workers-kill", **figures)
+
+
+def _up_three(directory: Path) -> str:
+    command = resultlog("kafka", "up", "--brokers", "3", "--port", "0", "--dir", str(directory))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_same_on_a_three_broker_cluster_with_a_broker_killed(
+    kafka_dir: Path, tmp_path: Path
+) -> None:
+    bootstrap = _up_three(kafka_dir)
+    settings = make_settings(bootstrap, replication_factor=3, min_insync_replicas=2)
+    env = work_env(env_for(settings), f"{settings.work_topic}.workers")
+    kafka = LocalKafka(kafka_dir)
+    run_key = RunKey("fan", "arith", MODEL)
+    admin = KafkaConnection(settings).admin()
+    topic = admin.list_topics(settings.results_topic, timeout=10).topics[settings.results_topic]
+    leader = topic.partitions[partition_for(run_key, settings.partitions)].leader
+
+    def kill_the_results_leader() -> None:
+        kafka.stop_node(leader, kill=True)
+
+    figures = _distributed_run_survives_a_killed_worker(
+        settings, env, tmp_path, kill_the_results_leader
+    )
+    assert leader not in admin.list_topics(timeout=10).brokers
+    report("workers-cluster-3", killed_broker=leader, **figures)
