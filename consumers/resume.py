@@ -91,13 +91,18 @@ def _latest_per_key(records: list[SampleResult]) -> list[SampleResult]:
 
 
 def read_run_records(
-    kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0
+    kafka: KafkaConnection,
+    run_key: RunKey,
+    *,
+    timeout_s: float = 30.0,
+    samples: range | None = None,
 ) -> RunRecords:
     """The latest record of every key of `run_key`, and how many latest values were undecodable.
 
     Reads the run key's one partition from the beginning up to the high watermark taken when
     it starts. Values of other run keys are never decoded: keys are filtered by byte prefix
-    and only the latest value per key is decoded at the end.
+    and only the latest value per key is decoded at the end. With `samples` (a chunk's
+    range of sample indexes), only the values of those samples' keys are decoded.
     """
     return _read_run_records(kafka, run_key, timeout_s)[0]
 
@@ -113,6 +118,8 @@ def _read_run_records(
     for raw_key, (offset, value) in latest.items():
         try:
             key = decode_key(raw_key)
+            if samples is not None and key.sample_index not in samples:
+                continue
             records.append(
                 decode_value(codec, key, value, topic=topic, partition=partition, offset=offset)
             )

@@ -176,15 +176,24 @@ class KafkaConnection:
         return AdminClient(self.config())
 
     def committed_offsets(
-        self, group_id: str, topic: str, partitions: list[int], *, timeout_s: float = 15.0
+        self,
+        group_id: str,
+        topic: str,
+        partitions: list[int],
+        *,
+        admin: AdminClient | None = None,
+        timeout_s: float = 15.0,
     ) -> dict[int, int]:
-        """The offsets `group_id` has committed on these partitions (absent: none committed)."""
+        """The offsets `group_id` has committed on these partitions (absent: none committed).
+
+        Asks through `admin` (a new admin client if None: pass one to ask often).
+        """
         if not partitions:
             return {}
         wanted = ConsumerGroupTopicPartitions(
             group_id, [TopicPartition(topic, p) for p in partitions]
         )
-        admin = self.admin()  # kept referenced: its futures die with it
+        admin = admin or self.admin()  # kept referenced: its futures die with it
         future = admin.list_consumer_group_offsets([wanted], request_timeout=timeout_s)
         try:
             found = future[group_id].result(timeout=timeout_s)

@@ -8,12 +8,13 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
+from resultlog.consumers import RunRecords, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._worker._plan import WorkError, task_benchmark
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.runner import RunResult, model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
-from resultlog.schemas import ChunkTask
+from resultlog.schemas import ChunkTask, RunKey, SampleResult
 
 if TYPE_CHECKING:
     from resultlog.producer.offline import ModelServer
@@ -65,13 +66,41 @@ class RunningChunk:
             self._task.cancel()
 
 
+class _ChunkStore:
+    """The worker's result store as one chunk sees it: resume decodes only the chunk's keys.
+
+    The runner's summary over what it loads is then the chunk's, which the worker never
+    reports; the run's summary is the aggregator's and replay's.
+    """
+
+    def __init__(self, kafka: KafkaConnection, store: KafkaResultStore, task: ChunkTask) -> None:
+        self._kafka = kafka
+        self._store = store
+        self._samples = range(task.start, task.end)
+
+    async def write(self, record: SampleResult) -> None:
+        """Write through the worker's store."""
+        await self._store.write(record)
+
+    async def load(self, run_key: RunKey) -> RunRecords:
+        """The latest records of the chunk's samples."""
+        return await asyncio.to_thread(
+            read_run_records, self._kafka, run_key, samples=self._samples
+        )
+
+    async def close(self) -> None:
+        """Nothing of its own: the worker closes its store."""
+
+
 class ChunkRunner:
     """Runs chunk tasks with the runner, writing through one result store."""
 
     def __init__(self, kafka: KafkaConnection, *, concurrency: int) -> None:
+        self._kafka = kafka
         self._settings = kafka.settings
         self._concurrency = concurrency
         self._store = KafkaResultStore(kafka)
+        self._clients: dict[str, ModelClient] = {}  # per endpoint, kept across chunks
         self._offline: ModelServer | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -93,31 +122,37 @@ class ChunkRunner:
         if task.budget_usd is not None:
             raise WorkError("the task has a budget and this worker cannot enforce budgets yet")
         benchmark = task_benchmark(task)
-        settings = self._settings
-        # The API key is the worker's own (its environment), never the task's.
-        async with ModelClient(
-            task.base_url or self._offline_url(),
-            settings.api_key,
-            timeout=settings.model_timeout_s,
-            max_retries=settings.model_max_retries,
-            backoff_initial=settings.model_retry_backoff_s,
-        ) as client:
-            solver = model_solver(
-                client, task.model, temperature=task.temperature, max_tokens=task.max_tokens
+        client = self._client(task.base_url or self._offline_url())
+        solver = model_solver(
+            client, task.model, temperature=task.temperature, max_tokens=task.max_tokens
+        )
+        return await run_benchmark(
+            benchmark,
+            task.model,
+            run_id=task.run_id,
+            solver=solver,
+            epochs=task.epochs,
+            store=_ChunkStore(self._kafka, self._store, task),
+            max_concurrency=self._concurrency,
+            sample_range=task.sample_range,
+            degrade_solver_errors=task.degrade_solver_errors,
+            chunk_id=task.chunk_id,
+            chunk_index=task.chunk_index,
+        )
+
+    def _client(self, base_url: str) -> ModelClient:
+        """The model client of an endpoint (made once: it holds a connection pool)."""
+        if base_url not in self._clients:
+            settings = self._settings
+            # The API key is the worker's own (its environment), never the task's.
+            self._clients[base_url] = ModelClient(
+                base_url,
+                settings.api_key,
+                timeout=settings.model_timeout_s,
+                max_retries=settings.model_max_retries,
+                backoff_initial=settings.model_retry_backoff_s,
             )
-            return await run_benchmark(
-                benchmark,
-                task.model,
-                run_id=task.run_id,
-                solver=solver,
-                epochs=task.epochs,
-                store=self._store,
-                max_concurrency=self._concurrency,
-                sample_range=task.sample_range,
-                degrade_solver_errors=task.degrade_solver_errors,
-                chunk_id=task.chunk_id,
-                chunk_index=task.chunk_index,
-            )
+        return self._clients[base_url]
 
     def _offline_url(self) -> str:
         """A task without a base URL uses this worker's embedded offline model (as `run` does)."""
@@ -130,8 +165,8 @@ class ChunkRunner:
     def close(self) -> None:
         """Make every finished write durable, then stop the loop (and the offline model)."""
         try:
-            flushed = asyncio.run_coroutine_threadsafe(self._store.close(), self._loop)
-            flushed.result(_CLOSE_S)
+            closed = asyncio.run_coroutine_threadsafe(self._close(), self._loop)
+            closed.result(_CLOSE_S)
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(_CLOSE_S)
@@ -139,3 +174,8 @@ class ChunkRunner:
                 self._loop.close()
             if self._offline is not None:
                 self._offline.stop()
+
+    async def _close(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+        await self._store.close()

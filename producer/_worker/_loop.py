@@ -7,12 +7,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from resultlog.consumers.dlq import reason_kind
-from resultlog.kafka import KafkaClientError, KafkaConnection
+from resultlog.kafka import KafkaConnection
 from resultlog.producer._worker._chunk import ChunkRunner, RunningChunk
 from resultlog.producer._worker._dead import CHUNK_FAILED, WorkDeadLetters
+from resultlog.producer._worker._intake import Intake
 from resultlog.schemas import ChunkTask, DecodeError
 
 __all__ = ["Worker", "WorkerOptions", "WorkerReport"]
@@ -56,8 +57,8 @@ class Worker:
     """Consumes chunk tasks as one member of a consumer group and runs each with the runner.
 
     A task's offset is committed only after its chunk has run (or was dead-lettered). While a
-    chunk runs, every assigned partition is paused and the consumer keeps polling, so the
-    group membership survives chunks far longer than max.poll.interval.ms. A chunk whose
+    chunk runs the consumer keeps polling, holding what arrives with its partition paused, so
+    the group membership survives chunks far longer than max.poll.interval.ms. A chunk whose
     partition is revoked or lost, or that is running when `stop()` is called, is cancelled
     and left uncommitted: whoever takes the task next resumes it from the log.
     """
@@ -68,6 +69,7 @@ class Worker:
         self._settings = kafka.settings
         self._topic = kafka.work_topic
         self._stopping = threading.Event()
+        self._intake: Intake | None = None
         self._running: RunningChunk | None = None
         self._in_flight: int | None = None  # the partition of the task being run
         self._lost = False
@@ -83,6 +85,7 @@ class Worker:
         chunks = ChunkRunner(self._kafka, concurrency=self._options.concurrency)
         dead = WorkDeadLetters(self._kafka)
         consumer = self._kafka.group_consumer(self._options.group, self._consumer_config())
+        intake = self._intake = Intake(consumer, self._topic)
         try:
             consumer.subscribe(
                 [self._topic],
@@ -91,9 +94,9 @@ class Worker:
                 on_lost=self._revoked,
             )
             while not self._stopping.is_set() and not self._enough():
-                message = consumer.poll(_POLL_S)
-                if message is not None and _usable(message):
-                    self._take(consumer, message, chunks, dead)
+                message = intake.next(_POLL_S)
+                if message is not None:
+                    self._take(intake, message, chunks, dead)
         finally:
             try:
                 chunks.close()  # what finished is durable before the group hands tasks on
@@ -113,6 +116,8 @@ class Worker:
             "session.timeout.ms": settings.work_session_timeout_ms,
             "heartbeat.interval.ms": max(100, settings.work_session_timeout_ms // 5),
             "max.poll.interval.ms": settings.work_max_poll_interval_ms,
+            # Tasks are few and long: prefetch little of what another worker could take.
+            "queued.min.messages": 10,
         }
 
     def _enough(self) -> bool:
@@ -120,7 +125,7 @@ class Worker:
         return limit is not None and self.report.chunks_run + self.report.dead_lettered >= limit
 
     def _take(
-        self, consumer: Consumer, message: Message, chunks: ChunkRunner, dead: WorkDeadLetters
+        self, intake: Intake, message: Message, chunks: ChunkRunner, dead: WorkDeadLetters
     ) -> None:
         """Run one task to an end: committed, dead-lettered, or abandoned to the group."""
         partition, offset = message.partition() or 0, message.offset() or 0
@@ -131,85 +136,75 @@ class Worker:
         except DecodeError as exc:
             log.warning("dead-lettering an undecodable task: %s", exc)
             dead.send(message, reason=str(exc), kind=reason_kind(exc), attempts=0)
-            self._commit(consumer, partition, offset)
+            intake.commit(partition, offset)
             self.report.undecodable += 1
+            intake.done_with(partition)
             return
         self._in_flight, self._lost = partition, False
-        consumer.pause(consumer.assignment())
         try:
-            self._attempt_all(consumer, message, task, chunks, dead)
+            if self._attempt_all(intake, message, task, chunks, dead):
+                intake.done_with(partition)
         finally:
             self._in_flight = self._running = None
-            if not self._stopping.is_set():
-                consumer.resume(consumer.assignment())
 
     def _attempt_all(
         self,
-        consumer: Consumer,
+        intake: Intake,
         message: Message,
         task: ChunkTask,
         chunks: ChunkRunner,
         dead: WorkDeadLetters,
-    ) -> None:
-        """Attempt the chunk until it runs, fails max_attempts times in a row, or must go."""
+    ) -> bool:
+        """Attempt the chunk until it runs or fails max_attempts times in a row (True), or
+        until it must be abandoned (False)."""
         settings = self._settings
         partition, offset = message.partition() or 0, message.offset() or 0
         failures: list[str] = []
         while True:
             log.info("chunk %s [%d, %d) starts", task.chunk_id, task.start, task.end)
             self._running = chunks.start(task)
-            if not self._wait(consumer, self._running):
+            if not self._wait(intake, self._running):
                 return self._abandon(task)
             result, error = self._running.result, self._running.error
             if result is not None:
-                self._commit(consumer, partition, offset)
+                intake.commit(partition, offset)
                 self.report.chunks_run += 1
                 self.report.pairs_evaluated += result.evaluated
                 self.report.chunk_ids.append(task.chunk_id)
                 log.info("chunk %s done: %d pairs evaluated", task.chunk_id, result.evaluated)
-                return None
+                return True
             failures.append(f"{type(error).__name__}: {error}")
             log.warning("chunk %s failed (attempt %d): %s", task.chunk_id, len(failures), error)
             if len(failures) >= settings.work_max_attempts:
                 reason = _reasons(failures)
                 dead.send(message, reason=reason, kind=CHUNK_FAILED, attempts=len(failures))
-                self._commit(consumer, partition, offset)
+                intake.commit(partition, offset)
                 self.report.dead_lettered += 1
                 log.error("chunk %s dead-lettered: %s", task.chunk_id, reason)
-                return None
+                return True
             delay = settings.work_retry_backoff_s * 2 ** (len(failures) - 1)
-            if not self._pause_for(consumer, delay):
+            if not self._pause_for(intake, delay):
                 return self._abandon(task)
 
-    def _wait(self, consumer: Consumer, running: RunningChunk) -> bool:
+    def _wait(self, intake: Intake, running: RunningChunk) -> bool:
         """Poll (serving the group) until the attempt ends; False if it must be abandoned."""
         while not running.wait(_POLL_S):
-            self._serve(consumer)
+            intake.serve()
             if self._stopping.is_set() or self._lost:
                 return False
         return True
 
-    def _pause_for(self, consumer: Consumer, delay_s: float) -> bool:
+    def _pause_for(self, intake: Intake, delay_s: float) -> bool:
         """Poll (serving the group) for `delay_s`; False if the chunk must be abandoned."""
         deadline = time.monotonic() + delay_s
         while time.monotonic() < deadline:
-            self._serve(consumer)
+            intake.serve()
             if self._stopping.is_set() or self._lost:
                 return False
             time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())))
         return True
 
-    def _serve(self, consumer: Consumer) -> None:
-        """One poll while busy: heartbeats and rebalances are served, nothing is consumed."""
-        message = consumer.poll(0)
-        if message is None or not _usable(message):
-            return
-        # Fetched before the pause took effect: give it back, to be consumed after this chunk.
-        back = TopicPartition(self._topic, message.partition() or 0, message.offset() or 0)
-        consumer.seek(back)
-        consumer.pause([back])
-
-    def _abandon(self, task: ChunkTask) -> None:
+    def _abandon(self, task: ChunkTask) -> bool:
         """Cancel the running attempt; its task stays uncommitted for the group."""
         running = self._running
         if running is not None and not running.cancel(_CANCEL_WAIT_S):
@@ -217,27 +212,18 @@ class Worker:
         self.report.abandoned += 1
         why = "stopping" if self._stopping.is_set() else "its partition was revoked"
         log.warning("chunk %s abandoned (%s); what is durable stays", task.chunk_id, why)
-
-    def _commit(self, consumer: Consumer, partition: int, offset: int) -> None:
-        """Commit past the task; a refused commit only means the task will be seen again."""
-        try:
-            consumer.commit(
-                offsets=[TopicPartition(self._topic, partition, offset + 1)], asynchronous=False
-            )
-        except KafkaException as exc:
-            # A rebalance took the partition: its next owner resumes the chunk, skipping
-            # every durable pair, so the only cost is a resume read.
-            log.warning("commit of %s[%d]@%d refused: %s", self._topic, partition, offset, exc)
+        return False
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.incremental_assign(partitions)
-        if self._in_flight is not None:  # busy: new partitions wait for this chunk
-            consumer.pause(partitions)
         log.info("assigned %s", sorted(p.partition for p in partitions))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.info("revoked %s", sorted(p.partition for p in partitions))
-        if self._in_flight is None or self._in_flight not in {p.partition for p in partitions}:
+        revoked = {p.partition for p in partitions}
+        log.info("revoked %s", sorted(revoked))
+        if self._intake is not None:
+            self._intake.forget(revoked)
+        if self._in_flight is None or self._in_flight not in revoked:
             return
         # Stop before the partition's next owner starts the same chunk: two writers of one
         # chunk would ask the model twice for every pair in flight.
@@ -253,14 +239,3 @@ def _reasons(failures: list[str]) -> str:
         counts[failure] = counts.get(failure, 0) + 1
     ranked = sorted(counts.items(), key=lambda item: -item[1])
     return "; ".join(f"{reason} (x{count})" for reason, count in ranked)
-
-
-def _usable(message: Message) -> bool:
-    """True for a task; an error event is logged (and raised when fatal)."""
-    error = message.error()
-    if error is None:
-        return True
-    if error.fatal():
-        raise KafkaClientError(f"the work consumer failed: {error.str()}")
-    log.info("work consumer: %s", error.str())
-    return False

@@ -1,0 +1,170 @@
+"""Scale-out: throughput of one distributed run with 1, 2 and 4 `resultlog worker` processes.
+
+The offline model answers after 50 ms, so the model's latency, not CPU, is the limit: each
+worker keeps `--concurrency` pairs in flight, and N workers should come close to N times one
+worker's pairs per second. For each worker count: fresh topics, N worker processes in one
+group (joined before the clock starts), one run submitted as `--chunks` tasks, timed until the
+group has committed every task. Model-client retries are off (a 429 would sleep in backoff).
+Uses RESULTLOG_BOOTSTRAP_SERVERS, or starts a local broker in a temporary directory.
+
+    .venv/bin/python -m benchmarks.scale [--workers 1,2,4] [--samples 600] [--epochs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AdminClient
+
+from benchmarks._kafka import bootstrap_servers
+from resultlog.kafka import KafkaConnection
+from resultlog.producer.offline import ModelServer
+from resultlog.producer.worker import RunSpec, plan_chunks, submit_chunks
+from resultlog.settings import Settings
+from resultlog.topics import ensure_topics
+
+GOAL_AT_4 = 3.5
+_JOIN_TIMEOUT_S = 90.0
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One worker count's run: pairs and seconds from submit to the last commit."""
+
+    workers: int
+    pairs: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        """Pairs per second."""
+        return self.pairs / self.seconds
+
+
+def _settings(bootstrap: str, partitions: int) -> Settings:
+    name = f"scale-{uuid.uuid4().hex[:8]}"
+    return Settings(
+        bootstrap_servers=bootstrap,
+        results_topic=f"{name}.results",
+        summaries_topic=f"{name}.summaries",
+        dlq_topic=f"{name}.dlq",
+        work_topic=f"{name}.work",
+        work_dlq_topic=f"{name}.work.dlq",
+        work_partitions=partitions,
+        work_group=f"{name}.workers",
+        model_max_retries=0,
+    )
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
+    for name, value in settings.model_dump(exclude_none=True).items():
+        env[f"RESULTLOG_{name.upper()}"] = str(value)
+    return env
+
+
+def _assigned(settings: Settings) -> int:
+    """Partitions of the work topic held by the group's members."""
+    admin = AdminClient(settings.client_config())
+    group = settings.work_group
+    try:
+        description = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    except Exception:  # the coordinator is not ready yet: nobody is assigned
+        return 0
+    return sum(len(member.assignment.topic_partitions) for member in description.members)
+
+
+def _done(kafka: KafkaConnection, admin: AdminClient, ends: Counter[int]) -> bool:
+    settings = kafka.settings
+    committed = kafka.committed_offsets(
+        settings.work_group, settings.work_topic, list(ends), admin=admin
+    )
+    return all(committed.get(partition, 0) >= end for partition, end in ends.items())
+
+
+def measure(bootstrap: str, base_url: str, workers: int, args: argparse.Namespace) -> Measure:
+    """Time one run of the benchmark with `workers` worker processes."""
+    settings = _settings(bootstrap, args.partitions)
+    kafka = KafkaConnection(settings)
+    ensure_topics(kafka)
+    command = [sys.executable, "-m", "resultlog.cli", "worker"]
+    command += ["--concurrency", str(args.concurrency)]
+    processes = [
+        subprocess.Popen(command, env=_env(settings), stderr=subprocess.DEVNULL)
+        for _ in range(workers)
+    ]
+    try:
+        deadline = time.monotonic() + _JOIN_TIMEOUT_S
+        while _assigned(settings) < args.partitions:  # every member joined and assigned
+            if time.monotonic() > deadline:
+                raise SystemExit("the workers did not join in time")
+            time.sleep(0.2)
+        spec = RunSpec(
+            "arith",
+            "bench/model",
+            "scale",
+            chunks=args.chunks,
+            epochs=args.epochs,
+            limit=args.samples,
+            base_url=base_url,
+        )
+        tasks = plan_chunks(spec)
+        # The topic is fresh: each partition's tasks are all it holds, from offset 0.
+        ends = Counter(task.partition(args.partitions) for task in tasks)
+        admin = kafka.admin()
+        started = time.perf_counter()
+        submit_chunks(kafka, tasks)
+        while not _done(kafka, admin, ends):
+            time.sleep(0.1)
+        seconds = time.perf_counter() - started
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.wait(60)
+    return Measure(workers, args.samples * args.epochs, seconds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure each worker count and print pairs/s and the ratio to one worker."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--samples", type=int, default=600)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--chunks", type=int, default=24)
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    args = parser.parse_args(argv)
+    counts = [int(n) for n in args.workers.split(",")]
+    print(
+        f"{args.samples} samples x {args.epochs} epochs in {args.chunks} chunks, "
+        f"{args.partitions} work partitions, model latency {args.latency_ms:g} ms, "
+        f"{args.concurrency} pairs in flight per worker"
+    )
+    with bootstrap_servers() as bootstrap, ModelServer(latency_s=args.latency_ms / 1000) as server:
+        results = [measure(bootstrap, server.base_url, n, args) for n in counts]
+    base = results[0].rate
+    print(f"{'workers':>8} {'pairs':>7} {'seconds':>8} {'pairs/s':>8} {'ratio':>6}")
+    for result in results:
+        print(
+            f"{result.workers:>8} {result.pairs:>7} {result.seconds:>8.2f} "
+            f"{result.rate:>8.1f} {result.rate / base:>5.2f}x"
+        )
+    at_four = [r.rate / base for r in results if r.workers == 4]
+    if at_four:
+        verdict = "met" if at_four[0] >= GOAL_AT_4 else "NOT met"
+        print(f"goal >= {GOAL_AT_4}x at 4 workers: {verdict} ({at_four[0]:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
