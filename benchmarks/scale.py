@@ -22,6 +22,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
+from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
 from benchmarks._kafka import bootstrap_servers
@@ -71,15 +72,18 @@ def _env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def _assigned(settings: Settings) -> int:
-    """Partitions of the work topic held by the group's members."""
+def _settled(settings: Settings, workers: int) -> bool:
+    """True once the group is stable with `workers` members sharing every partition."""
     admin = AdminClient(settings.client_config())
     group = settings.work_group
     try:
         description = admin.describe_consumer_groups([group])[group].result(timeout=10)
-    except Exception:  # the coordinator is not ready yet: nobody is assigned
-        return 0
-    return sum(len(member.assignment.topic_partitions) for member in description.members)
+    except Exception:  # the coordinator is not ready yet
+        return False
+    held = [len(member.assignment.topic_partitions) for member in description.members]
+    stable = description.state == ConsumerGroupState.STABLE
+    shared = len(held) == workers and min(held, default=0) > 0
+    return stable and shared and sum(held) == settings.work_partitions
 
 
 def _done(kafka: KafkaConnection, admin: AdminClient, ends: Counter[int]) -> bool:
@@ -103,7 +107,7 @@ def measure(bootstrap: str, base_url: str, workers: int, args: argparse.Namespac
     ]
     try:
         deadline = time.monotonic() + _JOIN_TIMEOUT_S
-        while _assigned(settings) < args.partitions:  # every member joined and assigned
+        while not _settled(settings, workers):
             if time.monotonic() > deadline:
                 raise SystemExit("the workers did not join in time")
             time.sleep(0.2)

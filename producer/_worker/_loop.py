@@ -216,6 +216,8 @@ class Worker:
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.incremental_assign(partitions)
+        # A partition paused here before it was revoked stays paused when it comes back.
+        consumer.resume(partitions)
         log.info("assigned %s", sorted(p.partition for p in partitions))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
