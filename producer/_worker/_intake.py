@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from resultlog.kafka import KafkaClientError
 
 __all__ = ["Intake"]
 
 log = logging.getLogger(__name__)
+
+_REBALANCING = frozenset({KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION})
+_COMMIT_PATIENCE_S = 10.0
+_COMMIT_RETRY_S = 0.1
 
 
 class Intake:
@@ -65,15 +70,28 @@ class Intake:
             self._paused.discard(partition)
 
     def commit(self, partition: int, offset: int) -> None:
-        """Commit past a settled task; a refused commit only means it will be seen again."""
-        try:
-            self.consumer.commit(
-                offsets=[TopicPartition(self._topic, partition, offset + 1)], asynchronous=False
-            )
-        except KafkaException as exc:
-            # A rebalance took the partition: its next owner resumes the chunk, skipping
-            # every durable pair, so the only cost is a resume read.
-            log.warning("commit of %s[%d]@%d refused: %s", self._topic, partition, offset, exc)
+        """Commit past a settled task, retrying while a rebalance is under way; a commit that
+        stays refused only means the task will be seen again."""
+        here = [TopicPartition(self._topic, partition, offset + 1)]
+        deadline = time.monotonic() + _COMMIT_PATIENCE_S
+        while True:
+            try:
+                self.consumer.commit(offsets=here, asynchronous=False)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                ours = partition in {tp.partition for tp in self.consumer.assignment()}
+                # A rebalance moves the generation on: commit again once it is done.
+                again = error.code() in _REBALANCING and ours
+                if not again or time.monotonic() > deadline:
+                    # Its next owner resumes the chunk, skipping every durable pair: the
+                    # only cost is a resume read.
+                    log.warning(
+                        "commit of %s[%d]@%d refused: %s", self._topic, partition, offset, exc
+                    )
+                    return
+            self.serve()
+            time.sleep(_COMMIT_RETRY_S)
 
 
 def _usable(message: Message) -> bool:

@@ -218,11 +218,13 @@ class Worker:
         consumer.incremental_assign(partitions)
         # A partition paused here before it was revoked stays paused when it comes back.
         consumer.resume(partitions)
-        log.info("assigned %s", sorted(p.partition for p in partitions))
+        if partitions:
+            log.info("assigned %s", sorted(p.partition for p in partitions))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {p.partition for p in partitions}
-        log.info("revoked %s", sorted(revoked))
+        if revoked:
+            log.info("revoked %s", sorted(revoked))
         if self._intake is not None:
             self._intake.forget(revoked)
         if self._in_flight is None or self._in_flight not in revoked:
