@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -123,3 +124,55 @@ def test_an_unreachable_work_topic_is_a_clear_error(settings: Settings) -> None:
         assert not isinstance(exc, KafkaError)
     else:
         raise AssertionError("a worker without a work topic must not start")
+
+
+def test_a_partition_paused_before_it_moved_away_is_served_when_it_comes_back(
+    kafka: KafkaConnection, unique_name: str
+) -> None:
+    # librdkafka keeps a pause across revoke and re-assign: a worker holding a task (its
+    # partition paused) that loses and regains the partition must read it again.
+    worker = Worker(kafka, WorkerOptions(f"{unique_name}.workers"))
+    topic, config = (
+        kafka.work_topic,
+        {
+            **kafka.settings.client_config(),
+            "group.id": f"{unique_name}.workers",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "auto.offset.reset": "earliest",
+        },
+    )
+    mine = Consumer(config)
+    mine.subscribe([topic], on_assign=worker._assigned, on_revoke=worker._revoked)
+    _poll_until(lambda: len(mine.assignment()) == kafka.settings.work_partitions, [mine])
+    mine.pause(mine.assignment())  # as if a task were held on every partition
+
+    other = Consumer(config)
+    other.subscribe([topic])
+    _poll_until(lambda: bool(other.assignment()), [mine, other])
+    moved = {tp.partition for tp in other.assignment()}
+    other.close()
+    _poll_until(lambda: len(mine.assignment()) == kafka.settings.work_partitions, [mine])
+
+    producer = Producer(kafka.settings.client_config())
+    for partition in range(kafka.settings.work_partitions):
+        producer.produce(topic, value=b"task", partition=partition)
+    assert producer.flush(10) == 0
+    seen: set[int] = set()
+
+    def collect() -> bool:
+        message = mine.poll(0.1)
+        if message is not None and message.error() is None:
+            seen.add(message.partition() or 0)
+        return seen == moved
+
+    _poll_until(collect, [])
+    mine.close()
+    assert seen == moved  # the ones that stayed are still paused, as the worker left them
+
+
+def _poll_until(done: Callable[[], bool], consumers: list[Consumer]) -> None:
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        for consumer in consumers:
+            consumer.poll(0.05)
