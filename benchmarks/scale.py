@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--samples", type=int, default=600)
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--chunks", type=int, default=24)
+    parser.add_argument("--chunks", type=int, default=12)
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--latency-ms", type=float, default=50.0)
