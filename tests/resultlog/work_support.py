@@ -115,7 +115,8 @@ def all_committed(settings: Settings, group: str) -> bool:
     fails over and cannot say)."""
     kafka = KafkaConnection(settings)
     partitions = list(range(settings.work_partitions))
-    consumer = Consumer({**settings.client_config(), "group.id": f"{group}.probe"})
+    probe = {**settings.client_config(), "group.id": f"{group}.probe", "log_level": 0}
+    consumer = Consumer(probe)
     try:
         committed = kafka.committed_offsets(group, settings.work_topic, partitions)
         for partition in partitions:
