@@ -81,7 +81,11 @@ def _distributed_run_survives_a_killed_worker(
             for worker in workers:
                 worker.send_signal(signal.SIGTERM)
             for worker in workers:
-                worker.communicate(timeout=60)
+                try:
+                    worker.communicate(timeout=60)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+                    worker.communicate(timeout=30)
         asked = requests_in(log)
         single = last_json(
             cli(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,22 @@ from tests.resultlog.work_support import (
     wait_for,
     work_env,
 )
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """start_worker, with every worker a failing test leaves behind killed at teardown."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+        started.append(start_worker(env, *args))
+        return started[-1]
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
 
 
 def _submit(run_id: str, base_url: str, *args: str) -> list[str]:
@@ -68,12 +86,16 @@ def test_bad_input_is_a_one_line_error_and_writes_nothing(
 
 
 def test_a_worker_started_before_submit_picks_the_work_up(
-    settings: Settings, cli_env: dict[str, str], tmp_path: Path, unique_name: str
+    settings: Settings,
+    cli_env: dict[str, str],
+    tmp_path: Path,
+    unique_name: str,
+    spawn: Callable[..., subprocess.Popen[str]],
 ) -> None:
     group, run_key = f"{unique_name}.workers", RunKey("picked", "arith", MODEL)
     env = work_env(cli_env, group)
     with model_server_process(tmp_path, env, latency_ms=5) as (base_url, log):
-        worker = start_worker(env, "--max-chunks", "3", "--concurrency", "4")
+        worker = spawn(env, "--max-chunks", "3", "--concurrency", "4")
         wait_for(lambda: assigned_members(settings, group) == 1, "the worker to join")
         with serving_aggregator(settings) as (_, url):
             submitted = cli(env, *_submit("picked", base_url, "--chunks", "3", "--limit", "30"))
@@ -106,12 +128,16 @@ def _run_key_args(run_id: str) -> list[str]:
 
 
 def test_sigterm_abandons_the_chunk_and_loses_nothing_durable(
-    settings: Settings, cli_env: dict[str, str], tmp_path: Path, unique_name: str
+    settings: Settings,
+    cli_env: dict[str, str],
+    tmp_path: Path,
+    unique_name: str,
+    spawn: Callable[..., subprocess.Popen[str]],
 ) -> None:
     group = f"{unique_name}.workers"
     env = work_env(cli_env, group)
     with model_server_process(tmp_path, env, latency_ms=100) as (base_url, log):
-        worker = start_worker(env, "--concurrency", "2")
+        worker = spawn(env, "--concurrency", "2")
         wait_for(lambda: assigned_members(settings, group) == 1, "the worker to join")
         args = ("--chunks", "1", "--limit", "20", "--epochs", "2")
         assert cli(env, *_submit("term", base_url, *args)).returncode == 0
@@ -125,7 +151,7 @@ def test_sigterm_abandons_the_chunk_and_loses_nothing_durable(
         assert not all_committed(settings, group), "an abandoned task must stay uncommitted"
         asked_before = requests_in(log)
 
-        second = start_worker(env, "--max-chunks", "1", "--concurrency", "2")
+        second = spawn(env, "--max-chunks", "1", "--concurrency", "2")
         _, stderr = second.communicate(timeout=120)
         assert second.returncode == 0, stderr
     asked = requests_in(log)
@@ -137,13 +163,17 @@ def test_sigterm_abandons_the_chunk_and_loses_nothing_durable(
 
 
 def test_a_chunk_longer_than_max_poll_interval_keeps_its_group_membership(
-    settings: Settings, cli_env: dict[str, str], tmp_path: Path, unique_name: str
+    settings: Settings,
+    cli_env: dict[str, str],
+    tmp_path: Path,
+    unique_name: str,
+    spawn: Callable[..., subprocess.Popen[str]],
 ) -> None:
     group = f"{unique_name}.workers"
     # 6 s is the broker's shortest session; the chunk takes 8 pairs x 1 s, one at a time.
     env = work_env(cli_env, group, RESULTLOG_WORK_MAX_POLL_INTERVAL_MS="6000")
     with model_server_process(tmp_path, env, latency_ms=1000) as (base_url, log):
-        worker = start_worker(env, "--max-chunks", "1", "--concurrency", "1")
+        worker = spawn(env, "--max-chunks", "1", "--concurrency", "1")
         wait_for(lambda: assigned_members(settings, group) == 1, "the worker to join")
         args = ("--chunks", "1", "--limit", "8")
         assert cli(env, *_submit("long", base_url, *args)).returncode == 0
