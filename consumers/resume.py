@@ -104,11 +104,11 @@ def read_run_records(
     and only the latest value per key is decoded at the end. With `samples` (a chunk's
     range of sample indexes), only the values of those samples' keys are decoded.
     """
-    return _read_run_records(kafka, run_key, timeout_s)[0]
+    return _read_run_records(kafka, run_key, timeout_s, samples)[0]
 
 
 def _read_run_records(
-    kafka: KafkaConnection, run_key: RunKey, timeout_s: float
+    kafka: KafkaConnection, run_key: RunKey, timeout_s: float, samples: range | None = None
 ) -> tuple[RunRecords, int, int]:
     """The run key's records, its partition and the high watermark they were read up to."""
     partition, end, latest = _latest_values_to_end(kafka, run_key, timeout_s)

@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
-from resultlog.cli import _acl, _aggregator, _inspect, _kafka, _purge, _replay, _run, _status, _submit, _worker
+from resultlog.cli import (
+    _acl,
+    _aggregator,
+    _inspect,
+    _kafka,
+    _purge,
+    _replay,
+    _run,
+    _status,
+    _submit,
+    _worker,
+)
 from resultlog.kafka import LIBRDKAFKA_LOGGER
 from resultlog.schemas.errors import ResultLogError
 

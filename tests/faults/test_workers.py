@@ -17,21 +17,20 @@ from resultlog.broker import LocalKafka
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult, partition_for
 from resultlog.settings import Settings
-from tests.faults.conftest import make_settings
-from tests.faults.support import env_for, raw_run_records, report
-from tests.resultlog.work_support import (
+from tests.support.audit import report
+from tests.support.cli import child_env, cli_argv, run_cli
+from tests.support.kafka import raw_run_records, topic_settings
+from tests.support.waiting import wait_for
+from tests.support.work import (
     MODEL,
     all_committed,
     assigned_members,
-    cli,
     comparable,
     last_json,
     model_server_process,
     records_of,
     requests_in,
-    resultlog,
     start_worker,
-    wait_for,
     work_env,
 )
 
@@ -55,7 +54,7 @@ def _distributed_run_survives_a_killed_worker(
         workers = [start_worker(env, "--concurrency", str(CONCURRENCY)) for _ in range(WORKERS)]
         try:
             wait_for(lambda: assigned_members(settings, group) == WORKERS, "three members")
-            submitted = cli(
+            submitted = run_cli(
                 env,
                 "submit",
                 *run_args,
@@ -88,7 +87,7 @@ def _distributed_run_survives_a_killed_worker(
                     worker.communicate(timeout=30)
         asked = requests_in(log)
         single = last_json(
-            cli(
+            run_cli(
                 env,
                 "run",
                 *run_args,
@@ -125,11 +124,15 @@ def _distributed_run_survives_a_killed_worker(
     assert len(twice) <= CONCURRENCY + sum(r.degraded for r in records if r.chunk_index == chunk)
 
     replayed = last_json(
-        cli(env, "replay", "--run-id", "fan", "--benchmark", "arith", "--model", MODEL, "--json")
+        run_cli(
+            env, "replay", "--run-id", "fan", "--benchmark", "arith", "--model", MODEL, "--json"
+        )
     )
     assert comparable(replayed) == comparable(single)
     status = last_json(
-        cli(env, "status", "--run-id", "fan", "--benchmark", "arith", "--model", MODEL, "--json")
+        run_cli(
+            env, "status", "--run-id", "fan", "--benchmark", "arith", "--model", MODEL, "--json"
+        )
     )
     assert status["chunks"]["done"] == CHUNKS
     return {"asked_twice": len(twice), "requests": sum(asked.values()), "chunk": chunk}
@@ -144,7 +147,7 @@ def test_a_worker_killed_mid_chunk_costs_only_its_pairs_in_flight(
 
 
 def _up_three(directory: Path) -> str:
-    command = resultlog("kafka", "up", "--brokers", "3", "--port", "0", "--dir", str(directory))
+    command = cli_argv("kafka", "up", "--brokers", "3", "--port", "0", "--dir", str(directory))
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
@@ -154,8 +157,8 @@ def test_the_same_on_a_three_broker_cluster_with_a_broker_killed(
     kafka_dir: Path, tmp_path: Path
 ) -> None:
     bootstrap = _up_three(kafka_dir)
-    settings = make_settings(bootstrap, replication_factor=3, min_insync_replicas=2)
-    env = work_env(env_for(settings), f"{settings.work_topic}.workers")
+    settings = topic_settings(bootstrap, replication_factor=3, min_insync_replicas=2)
+    env = work_env(child_env(settings), f"{settings.work_topic}.workers")
     kafka = LocalKafka(kafka_dir)
     run_key = RunKey("fan", "arith", MODEL)
     admin = KafkaConnection(settings).admin()

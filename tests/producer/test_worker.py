@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer
 
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import Behavior, ModelServer
@@ -22,6 +22,8 @@ from resultlog.producer.worker import (
 )
 from resultlog.schemas import ChunkTask
 from resultlog.settings import Settings
+from tests.support.kafka import read_topic
+from tests.support.waiting import wait_for
 
 MODEL = "offline/gpt-4o"
 
@@ -32,21 +34,13 @@ def _tasks(run_id: str, base_url: str, **fields: Any) -> list[ChunkTask]:
 
 
 def _dead_letters(settings: Settings, expected: int) -> list[dict[str, str]]:
-    consumer = Consumer({**settings.client_config(), "group.id": "dlq-reader"})
-    consumer.assign(
-        [TopicPartition(settings.work_dlq_topic, p, 0) for p in range(settings.work_partitions)]
-    )
-    found: list[dict[str, str]] = []
-    deadline = time.monotonic() + 30
-    try:
-        while len(found) < expected and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None or message.error() is not None:
-                continue
-            found.append({k: v.decode() for k, v in message.headers() or [] if v is not None})
-    finally:
-        consumer.close()
-    return found
+    """The headers of the work dead-letter topic's messages, once `expected` are there."""
+
+    def arrived() -> list[dict[str, str]] | None:
+        letters = read_topic(settings, settings.work_dlq_topic)
+        return [letter.headers for letter in letters] if len(letters) >= expected else None
+
+    return wait_for(arrived, f"{expected} dead tasks")
 
 
 def _committed(kafka: KafkaConnection) -> int:

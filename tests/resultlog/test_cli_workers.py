@@ -12,19 +12,19 @@ from confluent_kafka import Consumer, TopicPartition
 
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.consumers.support import bare, served
-from tests.faults.support import serving_aggregator
-from tests.resultlog.work_support import (
+from tests.support.aggregator import served, serving_aggregator
+from tests.support.cli import run_cli
+from tests.support.summaries import bare
+from tests.support.waiting import wait_for
+from tests.support.work import (
     MODEL,
     all_committed,
     assigned_members,
-    cli,
     last_json,
     model_server_process,
     records_of,
     requests_in,
     start_worker,
-    wait_for,
     work_env,
 )
 
@@ -77,7 +77,7 @@ def _work_topic_is_empty(settings: Settings) -> bool:
 def test_bad_input_is_a_one_line_error_and_writes_nothing(
     args: list[str], message: str, settings: Settings, cli_env: dict[str, str]
 ) -> None:
-    done = cli(cli_env, "submit", *args, "--model", "m", "--run-id", "bad")
+    done = run_cli(cli_env, "submit", *args, "--model", "m", "--run-id", "bad")
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("resultlog: error:"), done.stderr
@@ -98,12 +98,12 @@ def test_a_worker_started_before_submit_picks_the_work_up(
         worker = spawn(env, "--max-chunks", "3", "--concurrency", "4")
         wait_for(lambda: assigned_members(settings, group) == 1, "the worker to join")
         with serving_aggregator(settings) as (_, url):
-            submitted = cli(env, *_submit("picked", base_url, "--chunks", "3", "--limit", "30"))
+            submitted = run_cli(env, *_submit("picked", base_url, "--chunks", "3", "--limit", "30"))
             assert (submitted.returncode, submitted.stdout.strip()) == (0, "3"), submitted.stderr
             _, stderr = worker.communicate(timeout=120)
             assert worker.returncode == 0, stderr
             assert "3 chunks run (30 pairs evaluated)" in stderr.splitlines()[-1]
-            replayed = bare(last_json(cli(env, "replay", *_run_key_args("picked"), "--json")))
+            replayed = bare(last_json(run_cli(env, "replay", *_run_key_args("picked"), "--json")))
             wait_for(lambda: served(url, run_key) == replayed, "the aggregator to agree")
     assert replayed["records"] == replayed["expected_records"] == 30
 
@@ -113,7 +113,7 @@ def test_a_worker_started_before_submit_picks_the_work_up(
         assert (record.chunk_index, record.chunk_id) == (index, f"picked/chunk-{index}-of-3")
     assert set(requests_in(log).values()) == {1}
     assert all_committed(settings, group)
-    status = last_json(cli(env, "status", *_run_key_args("picked"), "--json"))
+    status = last_json(run_cli(env, "status", *_run_key_args("picked"), "--json"))
     chunks = status["chunks"]
     assert (chunks["total"], chunks["done"], chunks["running"], chunks["waiting"]) == (3, 3, 0, 0)
     assert [(c["start"], c["end"], c["records"]) for c in chunks["list"]] == [
@@ -140,7 +140,7 @@ def test_sigterm_abandons_the_chunk_and_loses_nothing_durable(
         worker = spawn(env, "--concurrency", "2")
         wait_for(lambda: assigned_members(settings, group) == 1, "the worker to join")
         args = ("--chunks", "1", "--limit", "20", "--epochs", "2")
-        assert cli(env, *_submit("term", base_url, *args)).returncode == 0
+        assert run_cli(env, *_submit("term", base_url, *args)).returncode == 0
         wait_for(lambda: len(records_of(settings, "term")) >= 6, "some durable pairs")
         worker.send_signal(signal.SIGTERM)
         _, stderr = worker.communicate(timeout=30)
@@ -176,7 +176,7 @@ def test_a_chunk_longer_than_max_poll_interval_keeps_its_group_membership(
         worker = spawn(env, "--max-chunks", "1", "--concurrency", "1")
         wait_for(lambda: assigned_members(settings, group) == 1, "the worker to join")
         args = ("--chunks", "1", "--limit", "8")
-        assert cli(env, *_submit("long", base_url, *args)).returncode == 0
+        assert run_cli(env, *_submit("long", base_url, *args)).returncode == 0
         _, stderr = worker.communicate(timeout=120)
     assert worker.returncode == 0, stderr
     assert "maximum poll interval" not in stderr.lower(), stderr

@@ -17,7 +17,7 @@ def _config(admin: AdminClient, topic: str) -> dict[str, str]:
 
 
 def test_defaults_name_the_work_topics() -> None:
-    settings = Settings(_env_file=None)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]  # pydantic-settings runtime option
     assert settings.work_topic == "resultlog.work"
     assert settings.work_dlq_topic == "resultlog.work.dlq"
     assert settings.work_group == "resultlog-workers"

@@ -21,7 +21,7 @@ from resultlog.schemas import (
     task_key,
 )
 from resultlog.schemas._catalog import CHUNK_TASK
-from tests.schemas.conftest import record_fields
+from tests.support.records import record_fields
 
 
 def task_fields(**overrides: Any) -> dict[str, Any]:

@@ -5,10 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,26 +16,12 @@ from resultlog.consumers import read_run_records
 from resultlog.kafka import KafkaClientError, KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
+from tests.support.cli import cli_argv
+from tests.support.processes import model_server
+from tests.support.processes import requests_in as requests_logged
 
 T = TypeVar("T")
 MODEL = "offline/gpt-4o"
-
-
-def resultlog(*args: str) -> list[str]:
-    """The argv of a `resultlog` child process."""
-    return [sys.executable, "-m", "resultlog.cli", *args]
-
-
-def wait_for(probe: Callable[[], T | None], what: str, timeout_s: float = 60.0) -> T:
-    """Poll `probe` until it returns something truthy; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def work_env(env: dict[str, str], group: str, **extra: str) -> dict[str, str]:
@@ -53,47 +36,26 @@ def work_env(env: dict[str, str], group: str, **extra: str) -> dict[str, str]:
     }
 
 
-@contextlib.contextmanager
 def model_server_process(
     tmp_path: Path, env: dict[str, str], latency_ms: int
-) -> Iterator[tuple[str, Path]]:
+) -> contextlib.AbstractContextManager[tuple[str, Path]]:
     """The offline model server as its own process, logging every request to a file."""
-    port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
-    command = resultlog("model-server", "--port-file", str(port_file))
-    command += ["--request-log", str(log), "--latency-ms", str(latency_ms)]
-    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-    try:
-        wait_for(lambda: port_file.exists() or server.poll() is not None, "the model server", 20)
-        assert server.poll() is None, "the model server did not start"
-        yield f"http://127.0.0.1:{int(port_file.read_text())}/v1", log
-    finally:
-        server.terminate()
-        server.wait(10)
+    return model_server(tmp_path, env, "--latency-ms", str(latency_ms))
 
 
 def requests_in(log: Path) -> Counter[tuple[str, int]]:
     """How often each (sample_id, epoch) was asked, from the model server's request log."""
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return Counter((line["sample_id"], line["epoch"]) for line in lines)
+    return Counter(requests_logged(log))
 
 
 def start_worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     """A `resultlog -v worker` process (its log on stderr)."""
     return subprocess.Popen(
-        resultlog("-v", "worker", *args),
+        cli_argv("-v", "worker", *args),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-
-
-def cli(
-    env: dict[str, str], *args: str, timeout_s: float = 120.0
-) -> subprocess.CompletedProcess[str]:
-    """Run `resultlog ARGS` to its end."""
-    return subprocess.run(
-        resultlog(*args), env=env, capture_output=True, text=True, timeout=timeout_s, check=False
     )
 
 
