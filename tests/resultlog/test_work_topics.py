@@ -32,6 +32,7 @@ def test_work_topics_delete_and_may_grow(
         results_topic=f"{unique_name}.results",
         summaries_topic=f"{unique_name}.summaries",
         dlq_topic=f"{unique_name}.dlq",
+        leases_topic=f"{unique_name}.leases",
         work_topic=f"{unique_name}.work",
         work_dlq_topic=f"{unique_name}.work.dlq",
         partitions=2,

@@ -33,6 +33,9 @@ CONTRACT = [
     "ToolCall",
     "Usage",
     "Worker",
+    # work tasks of distributed workers
+    "ChunkTask",
+    "task_key",
     # summaries
     "AsOf",
     "RunSummary",
