@@ -76,11 +76,13 @@ def role_acls(
 
     readers = Acl(principal, "group", READER_GROUP_PREFIX, "DESCRIBE", prefixed=True)
     if role is Role.WORKER:
-        # Writes results and reads them back to resume; takes and commits work tasks, and
-        # dead-letters the ones that keep failing.
+        # Writes results and reads them back to resume; holds leases on its run keys; takes
+        # and commits work tasks, and dead-letters the ones that keep failing.
         return [
             topic(settings.results_topic, "WRITE"),
             topic(settings.results_topic, "READ"),
+            topic(settings.leases_topic, "WRITE"),
+            topic(settings.leases_topic, "READ"),
             topic(settings.work_topic, "READ"),
             topic(settings.work_dlq_topic, "WRITE"),
             consumer_group(group or settings.work_group),

@@ -16,6 +16,7 @@ SETTINGS = Settings(
     results_topic="r",
     summaries_topic="s",
     dlq_topic="d",
+    leases_topic="l",
     aggregator_group="agg",
     work_topic="w",
     work_dlq_topic="wd",
@@ -35,6 +36,8 @@ def test_a_worker_writes_and_reads_results_and_takes_work() -> None:
     assert _rules(Role.WORKER) == {
         ("topic", "r", "WRITE"),
         ("topic", "r", "READ"),
+        ("topic", "l", "WRITE"),
+        ("topic", "l", "READ"),
         ("topic", "w", "READ"),
         ("topic", "wd", "WRITE"),
         ("group", "workers", "READ"),
