@@ -12,6 +12,7 @@ from resultlog.consumers.aggregator._kafka import consumer_overrides
 from resultlog.consumers.aggregator._loop import ConsumerLoop
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._state import Lookup, RunsPage, Shared, utc_now
+from resultlog.consumers.resume import RunRecords, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, RunSummary
 
@@ -19,6 +20,7 @@ __all__ = ["Aggregator"]
 
 T = TypeVar("T")
 _FRESH_WAIT_S = 0.5  # how long a reader waits for the consumer thread before folding itself
+_RECORDS_TIMEOUT_S = 20.0  # an HTTP request reading a run's records gives up after this
 
 
 class Aggregator:
@@ -148,6 +150,11 @@ class Aggregator:
                 if answer is not None:
                     return answer
                 self._shared.computed.wait(max(0.0, deadline - time.monotonic()))
+
+    def run_records(self, run_key: RunKey) -> RunRecords:
+        """The run key's latest records, read from its partition now (the resume reader): the
+        per-sample views of the runs page, which the fold's totals do not keep."""
+        return read_run_records(self._kafka, run_key, timeout_s=_RECORDS_TIMEOUT_S)
 
     def health(self) -> Health:
         """Readiness and per-partition lag."""

@@ -1,0 +1,157 @@
+"""The runs page: `GET /` and its routes (shells, static files, and the parts it polls).
+
+Three pages, each an HTML shell that holds no data and is served without the token:
+`/` (every run), `/page/run/{run_id}/{benchmark}/{model}` (one run) and
+`/page/compare?a=RUN&b=RUN` (run against run). The shell's script (`static/page.js`) fetches
+its part, server-rendered HTML and SVG under `/parts/...`, with `Authorization: Bearer` when
+the user gave a token, and again every second or two while the page is open, so the page
+follows the log without a reload. Parts want the token like every data route; their numbers
+come from the objects the JSON routes serialise. Nothing is fetched from elsewhere.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from resultlog.consumers.aggregator import _html
+from resultlog.consumers.aggregator._paths import BadRequestError, compare_keys, run_route
+from resultlog.consumers.aggregator._samples import Comparison, RunSamples, SampleCache
+from resultlog.consumers.aggregator._source import (
+    SummarySource,
+    read_samples,
+    served_summary,
+)
+from resultlog.consumers.errors import ConsumerError
+from resultlog.schemas import RunKey, RunSummary
+
+__all__ = ["OPEN_PATHS", "OPEN_PREFIXES", "page_routes"]
+
+OPEN_PATHS = frozenset({"/", "/healthz"})
+OPEN_PREFIXES = ("/page/", "/static/")
+MAX_RUNS_SHOWN = 200
+_RUNS_EVERY_MS = 1000
+_RUN_EVERY_MS = 2000
+_READ_BUDGET_S = 1.0  # per request of the runs part: reads of runs not cached yet
+_STATIC = {"page.js": "text/javascript", "page.css": "text/css"}
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def _static_files() -> dict[str, bytes]:
+    folder = resources.files("resultlog.consumers.aggregator") / "static"
+    return {name: (folder / name).read_bytes() for name in _STATIC}
+
+
+def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
+    """The routes of the runs page, reading from `source` and `samples`."""
+    files = _static_files()
+
+    def runs_shell(request: Request) -> Response:
+        shell = _html.shell("runs", "/parts/runs", every_ms=_RUNS_EVERY_MS, filters=True)
+        return HTMLResponse(shell)
+
+    def run_shell(request: Request) -> Response:
+        run_key = _run_of(request, b"/page/run/")
+        part = "/parts/run/" + _html.run_path(run_key)
+        title = f"{run_key.run_id} · {run_key.benchmark_id} · {run_key.model}"
+        return HTMLResponse(_html.shell(title, part, every_ms=_RUN_EVERY_MS))
+
+    def compare_shell(request: Request) -> Response:
+        query = request.scope["query_string"]
+        a, b = compare_keys(query)
+        part = "/parts/compare?" + query.decode("latin-1")
+        title = f"{a.benchmark_id}: {a.run_id} against {b.run_id}"
+        return HTMLResponse(_html.shell(title, part, every_ms=_RUN_EVERY_MS))
+
+    def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in files:
+            return Response(status_code=404)
+        return Response(files[name], media_type=_STATIC[name])
+
+    def runs_part(request: Request) -> Response:
+        benchmark = request.query_params.get("benchmark") or None
+        model = request.query_params.get("model") or None
+        everything = source.page().summaries
+        chosen = [
+            s
+            for s in everything
+            if (benchmark is None or s.benchmark_id == benchmark)
+            and (model is None or s.model == model)
+        ]
+        chosen.sort(key=_newest_first)
+        chosen = chosen[:MAX_RUNS_SHOWN]
+        query = request.scope["query_string"].decode("latin-1")
+        body = _html.runs_part(
+            chosen,
+            _views(samples, chosen),
+            benchmarks=sorted({s.benchmark_id for s in everything}),
+            models=sorted({s.model for s in everything}),
+            query=query,
+        )
+        return HTMLResponse(body, headers=_NO_STORE)
+
+    def run_part(request: Request) -> Response:
+        run_key = _run_of(request, b"/parts/run/")
+        summary = served_summary(source, run_key)
+        view = read_samples(samples, summary)
+        others = [
+            RunKey(s.run_id, s.benchmark_id, s.model)
+            for s in source.page(benchmark=run_key.benchmark_id).summaries
+        ]
+        others = [key for key in others if key != run_key]
+        return HTMLResponse(_html.run_part(summary, view, others), headers=_NO_STORE)
+
+    def compare_part(request: Request) -> Response:
+        query = request.scope["query_string"]
+        views = [read_samples(samples, served_summary(source, k)) for k in compare_keys(query)]
+        comparison = Comparison.of(*views)
+        body = _html.compare_part(comparison, query.decode("latin-1"))
+        return HTMLResponse(body, headers=_NO_STORE)
+
+    return [
+        Route("/", runs_shell, methods=["GET"]),
+        Route("/page/run/{rest:path}", run_shell, methods=["GET"]),
+        Route("/page/compare", compare_shell, methods=["GET"]),
+        Route("/static/{name}", static, methods=["GET"]),
+        Route("/parts/runs", runs_part, methods=["GET"]),
+        Route("/parts/run/{rest:path}", run_part, methods=["GET"]),
+        Route("/parts/compare", compare_part, methods=["GET"]),
+    ]
+
+
+def _run_of(request: Request, prefix: bytes) -> RunKey:
+    """The run key of `{prefix}{run_id}/{benchmark}/{model}`."""
+    run_key, view = run_route(request.scope["raw_path"], prefix)
+    if view is not None:
+        raise BadRequestError(
+            f"expected {prefix.decode()}{{run_id}}/{{benchmark}}/{{model}}, each segment "
+            "percent-encoded (e.g. openai%2Fgpt-4o): found 4 segments, expected 3"
+        )
+    return run_key
+
+
+def _newest_first(summary: RunSummary) -> tuple[float, str, str, str]:
+    computed = summary.as_of.computed_at.timestamp() if summary.as_of is not None else 0.0
+    return (-computed, summary.run_id, summary.benchmark_id, summary.model)
+
+
+def _views(samples: SampleCache, summaries: list[RunSummary]) -> dict[RunKey, RunSamples]:
+    """The runs' views: those kept, and as many more as a second of reads allows (the rest
+    show their interval on a later poll)."""
+    deadline = time.monotonic() + _READ_BUDGET_S
+    views: dict[RunKey, RunSamples] = {}
+    for summary in summaries:
+        view = samples.cached(summary)
+        if view is None and time.monotonic() < deadline:
+            try:
+                view = samples.view(summary)
+            except ConsumerError:
+                view = None
+        if view is not None:
+            views[view.run_key] = view
+    return views

@@ -1,0 +1,85 @@
+"""What the HTTP routes serve from: the summary source, its runs, and their JSON errors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from starlette.responses import JSONResponse, Response
+
+from resultlog.consumers.aggregator._health import Health
+from resultlog.consumers.aggregator._paths import describe
+from resultlog.consumers.aggregator._samples import RunSamples, SampleCache
+from resultlog.consumers.aggregator._state import Lookup, RunsPage
+from resultlog.consumers.errors import ConsumerError
+from resultlog.consumers.resume import RunRecords
+from resultlog.schemas import RunKey, RunSummary
+
+__all__ = ["NotServedError", "SummarySource", "error", "read_samples", "served_summary"]
+
+
+class SummarySource(Protocol):
+    """What the API serves (the Aggregator is one)."""
+
+    def lookup(self, run_key: RunKey) -> Lookup:
+        """One run's current summary."""
+        ...
+
+    def page(
+        self,
+        *,
+        run_id: str | None = None,
+        benchmark: str | None = None,
+        model: str | None = None,
+        after: RunKey | None = None,
+        limit: int | None = None,
+    ) -> RunsPage:
+        """A page of current summaries, filtered, in run key order after `after`."""
+        ...
+
+    def health(self) -> Health:
+        """Readiness and lag."""
+        ...
+
+    def exposition(self) -> tuple[bytes, str]:
+        """Prometheus text exposition and its content type."""
+        ...
+
+    def run_records(self, run_key: RunKey) -> RunRecords:
+        """The run key's latest records, read from the log now."""
+        ...
+
+
+class NotServedError(Exception):
+    """A run the API cannot answer for (404 or 503), with its JSON response."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__("run not served")
+        self.response = response
+
+
+def error(
+    status: int, kind: str, detail: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """The API's JSON error: `{"error": kind, "detail": ...}`."""
+    return JSONResponse({"error": kind, "detail": detail}, status_code=status, headers=headers)
+
+
+def served_summary(source: SummarySource, run_key: RunKey) -> RunSummary:
+    """The run's current summary; NotServedError (404, or 503 while rebuilding) otherwise."""
+    found = source.lookup(run_key)
+    if found.summary is not None:
+        return found.summary
+    if found.rebuilding:
+        detail = f"partition {found.partition} is still being rebuilt; retry shortly"
+        raise NotServedError(error(503, "rebuilding", detail, headers={"Retry-After": "1"}))
+    where = "" if found.assigned else f" (partition {found.partition} is not served here)"
+    raise NotServedError(error(404, "not_found", f"no run {describe(run_key)}{where}"))
+
+
+def read_samples(samples: SampleCache, summary: RunSummary) -> RunSamples:
+    """The run's per-sample view; NotServedError (503) when the log cannot be read."""
+    try:
+        return samples.view(summary)
+    except ConsumerError as exc:
+        raise NotServedError(error(503, "unavailable", str(exc), {"Retry-After": "1"})) from exc
