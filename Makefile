@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help install test test-faults lint format demo bench kafka-up kafka-down clean
+.PHONY: help install test test-faults lint format demo page page-down bench kafka-up kafka-down clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -34,6 +34,12 @@ format: install ## apply ruff's fixes and formatting
 
 demo: install ## the newcomer's tour: broker, topics, aggregator, a crashed and resumed run
 	bash scripts/demo.sh
+
+page: install ## the runs page with real data: broker, aggregator, two finished runs; prints the URL
+	bash scripts/page.sh up
+
+page-down: ## stop what `make page` started
+	bash scripts/page.sh down
 
 bench: install ## benchmarks (codec, resume, replay, aggregator latency) next to raw baselines
 	bash scripts/bench.sh

@@ -101,6 +101,12 @@ def test_the_wheel_holds_resultlog_alone_with_its_schemas_and_type_markers(wheel
         shipped = {n for n in names if n.endswith(".avsc")}
         assert shipped == {f"resultlog/{s.as_posix()}" for s in schemas}
 
+        page_files = _repo_files("consumers/aggregator/static/*")
+        assert {p.name for p in page_files} >= {"page.js", "page.css"}
+        for page_file in page_files:  # the runs page's script and style, as package data
+            shipped_file = archive.read(f"resultlog/{page_file.as_posix()}")
+            assert shipped_file == (REPO / page_file).read_bytes()
+
         markers = [p for p in _repo_files("*py.typed") if p.parts[0] != "tests"]
         assert Path("resultlog/py.typed") in markers
         for marker in markers:
