@@ -39,6 +39,7 @@
 
   async function refresh() {
     clearTimeout(timer);
+    if (document.hidden) return; // a hidden tab asks nothing; it refreshes when shown again
     try {
       const response = await fetch(partUrl(), { headers: authHeaders(), cache: "no-store" });
       if (response.status === 401) {
@@ -139,6 +140,10 @@
     }
     dialog.querySelector("pre").textContent = text;
     dialog.showModal();
+  });
+
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden) refresh();
   });
 
   refresh();
