@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from math import lcm
 from typing import NamedTuple
 
@@ -219,6 +220,11 @@ class RunFold:
 
     def __len__(self) -> int:
         return len(self._latest)
+
+    @property
+    def spent(self) -> Fraction:
+        """Every latest record's spent cost, summed exactly (`spent_cost` rounds it once)."""
+        return Fraction(self._spent, _ONE)
 
     @property
     def shape(self) -> Shape | None:

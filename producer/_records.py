@@ -3,22 +3,58 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
+from resultlog.producer._config import RunConfig, config_fields
 from resultlog.producer._scorers import Scored
 from resultlog.producer.benchmarks import Sample
 from resultlog.producer.model_client import Completion
 from resultlog.schemas import TRUSTED_JSON, RecordStatus, RunKey, SampleResult, ScoreValue, Worker
 
-__all__ = ["INPUT_REF", "RunIdentity", "completed_record", "degraded_record"]
+__all__ = [
+    "INPUT_REF",
+    "Bill",
+    "RunIdentity",
+    "bill_after",
+    "completed_record",
+    "degraded_record",
+]
 
 INPUT_REF = '{"ref":"input"}'
 """`content_parts` of a prompt message whose text is the record's `input`, kept once there."""
+
+
+class Bill(NamedTuple):
+    """A key's ledger as its new record carries it: model attempts and spend, across runs."""
+
+    attempts: int
+    spent_cost: float
+
+
+def bill_after(
+    before: SampleResult | None,
+    attempt_costs: Sequence[float],
+    *,
+    least_attempts: int = 0,
+    kept: float = 0.0,
+) -> Bill:
+    """The key's ledger after this run's attempts: its previous record's, plus these.
+
+    `attempt_costs` are the attempts the model client counted; a solver that does not use
+    it is taken at its word (`least_attempts`, and the `kept` cost of its completion).
+    """
+    attempts = (before.attempts or 0) if before is not None else 0
+    spent = before.spent if before is not None else 0.0
+    return Bill(
+        attempts=attempts + max(len(attempt_costs), least_attempts),
+        spent_cost=spent + max(math.fsum(attempt_costs), kept),
+    )
 
 
 @dataclass(frozen=True)
@@ -30,6 +66,7 @@ class RunIdentity:
     dataset_size: int
     chunk_id: str | None = None
     chunk_index: int | None = None
+    config: RunConfig | None = None
     # Taken when the run starts, in the process that runs it (not at import: forks differ).
     worker: Worker = field(
         default_factory=lambda: Worker(host=socket.gethostname(), pid=os.getpid())
@@ -53,6 +90,7 @@ class RunIdentity:
             "metadata": json.dumps(sample.metadata, sort_keys=True) if sample.metadata else None,
             "worker": self.worker,
             "created_at": datetime.now(UTC),
+            **config_fields(self.config),
         }
 
 
@@ -65,11 +103,13 @@ def completed_record(
     completion: Completion,
     scored: Scored,
     generation_ids: Sequence[str] = (),
+    bill: Bill | None = None,
 ) -> SampleResult:
     """The record of a real evaluation; `generation_ids` of every model call, in call order."""
     ids = dict.fromkeys([*generation_ids, *filter(None, [completion.generation_id])])
     return _validated(
         **run.fields(sample, epoch),
+        **_ledger(bill),
         status=RecordStatus.COMPLETED,
         score={
             "value": ScoreValue(scored.value),
@@ -96,10 +136,13 @@ def degraded_record(
     message: str,
     http_status: int | None,
     generation_ids: Sequence[str] = (),
+    bill: Bill | None = None,
 ) -> SampleResult:
-    """The record of an outcome synthesized from an error; it carries no usage."""
+    """The record of an outcome synthesized from an error; it carries no usage (its bill may
+    carry what its attempts cost)."""
     return _validated(
         **run.fields(sample, epoch),
+        **_ledger(bill),
         generation_ids=tuple(dict.fromkeys(generation_ids)),
         status=RecordStatus.DEGRADED,
         score={"value": value, "explanation": f"degraded: {message}"},
@@ -112,6 +155,13 @@ def _validated(**fields: Any) -> SampleResult:
     # Every JSON-text field was made here by json.dumps or checked by _json_text: the
     # decoder's trusted context spares parsing each one a second time.
     return SampleResult.model_validate(fields, context=TRUSTED_JSON)
+
+
+def _ledger(bill: Bill | None) -> dict[str, Any]:
+    """The record fields `attempts` and `spent_cost` (None without a bill)."""
+    if bill is None:
+        return {"attempts": None, "spent_cost": None}
+    return {"attempts": bill.attempts, "spent_cost": bill.spent_cost}
 
 
 def _usage(completion: Completion) -> dict[str, Any] | None:

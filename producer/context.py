@@ -17,6 +17,12 @@ class SampleContext:
     sample_id: str
     epoch: int
     generation_ids: list[str] = field(default_factory=list, compare=False, repr=False)
+    # The cost of every model attempt the sample made (0.0 for a failed one), in call order.
+    attempt_costs: list[float] = field(default_factory=list, compare=False, repr=False)
+
+    def add_attempt(self, cost: float) -> None:
+        """Count one model attempt and what the endpoint said it cost."""
+        self.attempt_costs.append(cost)
 
     def add_generation_id(self, generation_id: str) -> None:
         """Remember a model call's generation id (once, in call order)."""

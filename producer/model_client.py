@@ -123,8 +123,10 @@ class ModelClient:
         for attempt in range(1, attempts + 1):
             try:
                 completion = await self._attempt(body, attempt)
+                _count_attempt(completion)
                 return dataclasses.replace(completion, prompt=tuple(body["messages"]))
             except ModelError as err:
+                _count_attempt(None)
                 if not _retryable(err) or attempt == attempts:
                     if attempt == 1:
                         raise
@@ -184,6 +186,14 @@ class ModelClient:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self._backoff_max))
         return delay
+
+
+def _count_attempt(completion: Completion | None) -> None:
+    """Tell the running sample, if any, of one more model attempt and its cost (its bill)."""
+    sample = current_sample()
+    if sample is not None:
+        usage = completion.usage if completion is not None else None
+        sample.add_attempt((usage.cost or 0.0) if usage is not None else 0.0)
 
 
 def _timeout(seconds: float) -> httpx.Timeout:

@@ -3,25 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+import math
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from resultlog.consumers import ResumeState, RunFold
+from resultlog.producer._budget import Budget
+from resultlog.producer._config import RunConfig, check_records, run_config
 from resultlog.producer._degraded import persist_degraded
-from resultlog.producer._records import RunIdentity, completed_record, degraded_record
+from resultlog.producer._records import (
+    Bill,
+    RunIdentity,
+    bill_after,
+    completed_record,
+    degraded_record,
+)
 from resultlog.producer._retry import WritePolicy
+from resultlog.producer._schedule import LeaseFactory, first_error, leased, pairs, select
 from resultlog.producer.benchmarks import Benchmark, Sample
 from resultlog.producer.context import SampleContext, sample_scope
-from resultlog.producer.errors import BenchmarkError, ModelError, ProducerError, SolverError
+from resultlog.producer.errors import ModelError, ProducerError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
 from resultlog.producer.store import NoopResultStore, ResultStore
 from resultlog.schemas import (
     ConfigurationError,
-    ResultLogError,
     RunKey,
     RunSummary,
     SampleResult,
@@ -41,8 +49,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Solver = Callable[[Benchmark, Sample], Awaitable[Completion]]
-# Claims the run key's samples [start, end) for the run's duration, or raises (a live holder).
-LeaseFactory = Callable[[RunKey, tuple[int, int]], AbstractContextManager[object]]
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,8 @@ class RunResult:
 
     `summary` is the run's, as replay computes it (every latest record of the run key, this
     run's writes on top); `records`, `skipped`, `evaluated` and `degraded` are this run's.
+    `spent` is what this run's model attempts cost; `saved`, the kept cost of the durable
+    records it skipped. `unstarted` pairs were not started because of the budget.
     """
 
     summary: RunSummary
@@ -68,6 +76,14 @@ class RunResult:
     skipped: int
     evaluated: int
     degraded: int
+    spent: float = 0.0
+    saved: float = 0.0
+    unstarted: int = 0
+
+    @property
+    def stopped_by_budget(self) -> bool:
+        """Whether the budget left pairs unstarted."""
+        return self.unstarted > 0
 
 
 def model_solver(
@@ -106,22 +122,30 @@ async def run_benchmark(
     chunk_id: str | None = None,
     chunk_index: int | None = None,
     lease: LeaseFactory | None = None,
+    config: RunConfig | None = None,
+    accept_config_change: bool = False,
+    budget_usd: float | None = None,
 ) -> RunResult:
     """Run every (sample, epoch) of the range not already durable; return the run's result.
 
     With `lease`, the run holds a lease on its samples of the run key from before it reads
     the log until it returns, so no other leased run of an overlapping range pays for them.
+    Records carry `config` (default: the benchmark's and model's, no endpoint or generation
+    parameters); durable records of another configuration stop the run before any model
+    call (ConfigChangedError) unless `accept_config_change`. With `budget_usd`, no pair
+    starts once the spend of what the store loads, plus this run's, would pass it.
     """
     if epochs < 1 or max_concurrency < 1:
         raise ValueError("epochs and max_concurrency must be >= 1")
     dataset = benchmark.samples()
-    samples = _select(dataset, sample_range, benchmark.name)
+    samples = select(dataset, sample_range, benchmark.name)
     run = RunIdentity(
         RunKey(run_id, benchmark.name, model),
         epochs,
         len(dataset),
         chunk_id,
         chunk_index,
+        config or run_config(benchmark, model),
     )
     execution = _Execution(
         benchmark,
@@ -132,26 +156,11 @@ async def run_benchmark(
         degrade_solver_errors=degrade_solver_errors,
         on_progress=on_progress,
     )
-    async with _leased(lease, run.run_key, samples):
-        resume = await execution.resume({s.index for s in samples})
+    async with leased(lease, run.run_key, samples):
+        resume = await execution.resume({s.index for s in samples}, accept_config_change)
+        if budget_usd is not None:
+            execution.budget = execution.budget_of(budget_usd, max_concurrency)
         return await execution.run(samples, resume, max_concurrency)
-
-
-@contextlib.asynccontextmanager
-async def _leased(
-    lease: LeaseFactory | None, run_key: RunKey, samples: Sequence[Sample]
-) -> AsyncIterator[None]:
-    """Hold the lease on the samples' range (claimed and released in threads: they block)."""
-    if lease is None:
-        yield
-        return
-    span = (min(s.index for s in samples), max(s.index for s in samples) + 1)
-    held = await asyncio.to_thread(lease, run_key, span)
-    await asyncio.to_thread(held.__enter__)
-    try:
-        yield
-    finally:
-        await asyncio.to_thread(held.__exit__, None, None, None)
 
 
 class _Execution:
@@ -177,22 +186,47 @@ class _Execution:
         self.on_progress = on_progress
         self.completed: list[SampleResult] = []
         self.deferred: list[SampleResult] = []
+        self.spent_now = Fraction(0)  # what this run's pairs added to their keys' spend
         self.progress = Progress(0, 0, 0, 0)
         self.durable = RunFold(run.run_key)  # the run key's log as this run knows it
+        self.previous: dict[tuple[int, int], SampleResult] = {}  # the keys' latest records
+        self.most_spent = 0.0  # the most one key of the log has cost
+        self.read_failed = False
+        self.budget: Budget | None = None
 
-    async def resume(self, indexes: set[int]) -> ResumeState:
-        """The durable state of this chunk; on a failed read, warn and evaluate everything."""
+    async def resume(self, indexes: set[int], accept_config_change: bool) -> ResumeState:
+        """The durable state of this chunk; on a failed read, warn and evaluate everything.
+
+        Durable records of another configuration stop the run here, before any model call.
+        """
+        run = self.run_identity
         try:
-            loaded = await self.store.load(self.run_identity.run_key)
+            loaded = await self.store.load(run.run_key)
         except ConfigurationError:
             raise  # settings that contradict the topic: paying again would not fix them
         except Exception as exc:  # any other failure to read means: evaluate everything
             log.warning("resume read failed, evaluating every pair: %s", exc)
+            self.read_failed = True
             return ResumeState()
+        if run.config is not None:
+            check_records(run.run_key, run.config, loaded.records, accept=accept_config_change)
         for record in loaded.records:
             self.durable.offer(record)
+            self.most_spent = max(self.most_spent, record.spent)
         in_chunk = [record for record in loaded.records if record.sample_index in indexes]
-        return ResumeState.of(in_chunk, self.run_identity.epochs, loaded.undecodable)
+        state = ResumeState.of(in_chunk, run.epochs, loaded.undecodable)
+        self.previous = {(r.sample_index, r.epoch): r for r in (*state.seeds, *state.degraded)}
+        return state
+
+    def budget_of(self, limit_usd: float, concurrency: int) -> Budget:
+        """The run's budget, from the spend of the records the store loaded."""
+        if self.read_failed:  # an unknown spend cannot be kept within a budget
+            raise ProducerError(
+                f"{self.run_identity.run_key}: cannot read its spend from the log, "
+                f"so its budget cannot be kept: not starting"
+            )
+        spent = self.durable.spent
+        return Budget(limit_usd, spent=spent, estimate=self.most_spent, probe=concurrency)
 
     async def run(
         self, samples: Sequence[Sample], resume: ResumeState, max_concurrency: int
@@ -200,13 +234,13 @@ class _Execution:
         """Evaluate the pairs not in the skip-list, then persist the degraded outcomes."""
         pending = [
             (sample, epoch)
-            for sample, epoch in _pairs(samples, self.run_identity.epochs)
+            for sample, epoch in pairs(samples, self.run_identity.epochs)
             if (sample.index, epoch) not in resume.skip_list
         ]
         total = len(samples) * self.run_identity.epochs
         self.progress = Progress(total, 0, total - len(pending), 0)
         self._report()
-        await self._evaluate_all(pending, max_concurrency)
+        started = await self._evaluate_all(pending, max_concurrency)
         # Only now that every pair has settled, and one at a time, so a degraded record can
         # never shadow a later success of the same key (nor, see _degraded, another writer's).
         # A failed degraded write fails the run too: fail-closed on purpose, so a successful
@@ -223,13 +257,18 @@ class _Execution:
                 sorted((*resume.seeds, *written), key=lambda r: (r.sample_index, r.epoch))
             ),
             skipped=len(resume.seeds),
-            evaluated=len(pending),
+            evaluated=started,
             degraded=len(degraded.written),
+            spent=float(self.spent_now),
+            saved=math.fsum(record.kept_cost for record in resume.seeds),
+            unstarted=len(pending) - started,
         )
 
-    async def _evaluate_all(self, pending: list[tuple[Sample, int]], limit: int) -> None:
+    async def _evaluate_all(self, pending: list[tuple[Sample, int]], limit: int) -> int:
+        """Evaluate the pairs, `limit` at a time, until the budget stops them; how many ran."""
         # A bounded window of tasks: a slow pair holds one slot, never the finished ones.
         slots = asyncio.Semaphore(limit)
+        started = 0
 
         async def one(sample: Sample, epoch: int) -> None:
             try:
@@ -241,13 +280,22 @@ class _Execution:
             async with asyncio.TaskGroup() as group:
                 for sample, epoch in pending:
                     await slots.acquire()
+                    if self.budget is not None and not await self.budget.admit():
+                        break
                     group.create_task(one(sample, epoch))
+                    started += 1
         except BaseExceptionGroup as failed:
-            raise _first_error(failed) from None
+            raise first_error(failed) from None
+        return started
 
     async def _evaluate(self, sample: Sample, epoch: int) -> None:
         with sample_scope(sample.id, epoch) as context:
             record = await self._outcome(sample, epoch, context)
+        before = self.previous.get((sample.index, epoch))
+        added = Fraction(record.spent) - Fraction(before.spent if before else 0.0)
+        self.spent_now += added
+        if self.budget is not None:
+            self.budget.settle(added)
         if record.degraded:
             self.deferred.append(record)
         else:
@@ -273,15 +321,20 @@ class _Execution:
                 message=str(err),
                 http_status=err.status,
                 generation_ids=ids,
+                bill=self._bill(sample, epoch, context, least_attempts=1),
             )
         except ProducerError:
             raise
         except Exception as exc:  # the solver is user code: anything it raises is its error
-            return self._user_code_failed("solver", sample, epoch, exc, ids)
+            bill = self._bill(sample, epoch, context)
+            return self._user_code_failed("solver", sample, epoch, exc, ids, bill=bill)
+        bill = self._bill(
+            sample, epoch, context, least_attempts=completion.attempts, paid=completion
+        )
         try:
             scored = self.benchmark.score(sample, completion.text)
         except Exception as exc:  # scorers are user code too, classified like solvers
-            return self._user_code_failed("scorer", sample, epoch, exc, ids)
+            return self._user_code_failed("scorer", sample, epoch, exc, ids, bill=bill)
         # What the solver actually sent; a solver that does not say gets the benchmark's prompt.
         prompt = list(completion.prompt) or self.benchmark.messages(sample)
         return completed_record(
@@ -292,10 +345,29 @@ class _Execution:
             completion=completion,
             scored=scored,
             generation_ids=ids,
+            bill=bill,
+        )
+
+    def _bill(
+        self,
+        sample: Sample,
+        epoch: int,
+        context: SampleContext,
+        *,
+        least_attempts: int = 0,
+        paid: Completion | None = None,
+    ) -> Bill:
+        """The key's ledger after this run's attempts: its previous record's, plus these."""
+        usage = paid.usage if paid is not None else None
+        return bill_after(
+            self.previous.get((sample.index, epoch)),
+            context.attempt_costs,
+            least_attempts=least_attempts,
+            kept=(usage.cost or 0.0) if usage is not None else 0.0,
         )
 
     def _user_code_failed(
-        self, what: str, sample: Sample, epoch: int, exc: Exception, ids: list[str]
+        self, what: str, sample: Sample, epoch: int, exc: Exception, ids: list[str], *, bill: Bill
     ) -> SampleResult:
         """A degraded S record for a raising solver or scorer, or the run's failure."""
         if not self.degrade_solver_errors:
@@ -309,6 +381,7 @@ class _Execution:
             message=f"{type(exc).__name__}: {exc}",
             http_status=None,
             generation_ids=ids,
+            bill=bill,
         )
 
     def _advance(self, degraded: bool) -> None:
@@ -319,46 +392,3 @@ class _Execution:
     def _report(self) -> None:
         if self.on_progress is not None:
             self.on_progress(self.progress)
-
-
-def _select(
-    samples: Sequence[Sample], sample_range: tuple[int, int] | None, name: str
-) -> list[Sample]:
-    """The samples of the range; a range (or a dataset) with none is an error, not a no-op."""
-    if sample_range is None:
-        if not samples:
-            raise BenchmarkError(f"benchmark {name} has no samples")
-        return list(samples)
-    start, end = sample_range
-    if not 0 <= start < end:
-        raise ValueError(f"sample range must satisfy 0 <= start < end, got {start}:{end}")
-    selected = [sample for sample in samples if start <= sample.index < end]
-    if not selected:
-        raise BenchmarkError(
-            f"range {start}:{end} selects no sample of {name}, whose {len(samples)} samples "
-            f"are 0:{len(samples)}"
-        )
-    return selected
-
-
-def _pairs(samples: Sequence[Sample], epochs: int) -> Iterator[tuple[Sample, int]]:
-    """The sample stream with epoch as the inner loop."""
-    for sample in samples:
-        for epoch in range(epochs):
-            yield sample, epoch
-
-
-def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The error that failed the run, preferring our own over cancellations."""
-    leaves: list[BaseException] = []
-
-    def collect(error: BaseException) -> None:
-        if isinstance(error, BaseExceptionGroup):
-            for inner in error.exceptions:
-                collect(inner)
-        else:
-            leaves.append(error)
-
-    collect(group)
-    ours = [error for error in leaves if isinstance(error, ResultLogError)]
-    return (ours or leaves)[0]

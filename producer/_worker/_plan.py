@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from resultlog.producer.benchmarks import Benchmark, Sample, limit_samples, resolve_benchmark
+from resultlog.producer._config import dataset_sha256
+from resultlog.producer.benchmarks import Benchmark, limit_samples, resolve_benchmark
 from resultlog.producer.errors import ProducerError
 from resultlog.schemas import ChunkTask
 
@@ -35,22 +33,13 @@ class RunSpec:
     degrade_solver_errors: bool = False
     temperature: float | None = None
     max_tokens: int | None = None
+    budget_usd: float | None = None
 
 
 def load_benchmark(source: str, limit: int | None) -> Benchmark:
     """A built-in benchmark or JSONL file, limited to its first `limit` samples."""
     benchmark = resolve_benchmark(source)
     return benchmark if limit is None else limit_samples(benchmark, limit)
-
-
-def dataset_sha256(samples: Sequence[Sample]) -> str:
-    """sha256 of the samples (id, input, target, metadata) as canonical JSON lines, in order."""
-    digest = hashlib.sha256()
-    for sample in samples:
-        fields = [sample.id, sample.input, sample.target, sample.metadata]
-        line = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        digest.update(line.encode("utf-8") + b"\n")
-    return digest.hexdigest()
 
 
 def plan_chunks(
@@ -85,6 +74,7 @@ def plan_chunks(
         "degrade_solver_errors": spec.degrade_solver_errors,
         "temperature": spec.temperature,
         "max_tokens": spec.max_tokens,
+        "budget_usd": spec.budget_usd,
         "created_at": now or datetime.now(UTC),
     }
     return [
