@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import Mapping
@@ -231,6 +232,11 @@ class RunStatus:
     skip_list: int
     out_of_range: int
     undecodable: int
+    spent_cost: float = 0.0
+    config: dict[str, object] | None = None  # the newest configured record's configuration
+    config_fingerprint: str | None = None
+    configs: int = 0  # distinct configurations among the records
+    unconfigured: int = 0  # records without one (schema v1)
     chunks: WorkProgress | None = None  # None: the run has no chunk task on the work topic
 
     def as_json(self) -> dict[str, object]:
@@ -258,16 +264,32 @@ def run_status(
     state = ResumeState.of(
         loaded.records, epochs or (shape.epochs if shape else 1), loaded.undecodable
     )
+    summary = folded.summary()
+    configured = [record for record in loaded.records if record.config is not None]
+    newest = max(configured, key=lambda record: record.created_at, default=None)
     return RunStatus(
         run_key=run_key,
         records=len(loaded.records),
-        expected_records=folded.summary().expected_records,
+        expected_records=summary.expected_records,
         completed=len(state.seeds),
         degraded=len(state.degraded),
         skip_list=len(state.skip_list),
         out_of_range=state.out_of_range,
         undecodable=state.undecodable,
+        spent_cost=summary.spent_cost,
+        config=_config_of(newest),
+        config_fingerprint=newest.config_fingerprint if newest is not None else None,
+        configs=len({record.config_fingerprint for record in configured}),
+        unconfigured=len(loaded.records) - len(configured),
         chunks=WorkProgress.read(
             kafka, run_key, loaded.records, group or kafka.settings.work_group
         ),
     )
+
+
+def _config_of(record: SampleResult | None) -> dict[str, object] | None:
+    """A record's configuration as a JSON object (one that is not an object, as its text)."""
+    if record is None or record.config is None:
+        return None
+    config = json.loads(record.config)  # JsonText: the record's contract says it parses
+    return config if isinstance(config, dict) else {"text": record.config}

@@ -1,5 +1,6 @@
 """What a harness worker runs: result stores, request context, model client, runner."""
 
+from resultlog.producer._config import ConfigChangedError, RunConfig, check_config, run_config
 from resultlog.producer.benchmarks import (
     Benchmark,
     Sample,
@@ -24,6 +25,7 @@ __all__ = [
     "Benchmark",
     "BenchmarkError",
     "Completion",
+    "ConfigChangedError",
     "KafkaResultStore",
     "ModelClient",
     "ModelError",
@@ -32,6 +34,7 @@ __all__ = [
     "ProducerError",
     "Progress",
     "ResultStore",
+    "RunConfig",
     "RunResult",
     "Sample",
     "SampleContext",
@@ -39,10 +42,12 @@ __all__ = [
     "SolverError",
     "StaticBenchmark",
     "arith",
+    "check_config",
     "current_sample",
     "load_jsonl",
     "model_solver",
     "resolve_benchmark",
     "run_benchmark",
+    "run_config",
     "sample_scope",
 ]

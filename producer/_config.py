@@ -24,7 +24,7 @@ from resultlog.schemas import RunKey, SampleResult
 __all__ = [
     "ConfigChangedError",
     "RunConfig",
-    "check_records",
+    "check_config",
     "config_fields",
     "dataset_sha256",
     "run_config",
@@ -113,7 +113,7 @@ def config_fields(config: RunConfig | None) -> dict[str, Any]:
     return {"config": config.canonical, "config_fingerprint": config.fingerprint}
 
 
-def check_records(
+def check_config(
     run_key: RunKey, config: RunConfig, records: Iterable[SampleResult], *, accept: bool = False
 ) -> int:
     """Refuse records of another configuration (unless `accept`); warn once about records

@@ -12,7 +12,7 @@ from typing import Any
 
 from resultlog.consumers import ResumeState, RunFold
 from resultlog.producer._budget import Budget
-from resultlog.producer._config import RunConfig, check_records, run_config
+from resultlog.producer._config import RunConfig, check_config, run_config
 from resultlog.producer._degraded import persist_degraded
 from resultlog.producer._records import (
     Bill,
@@ -209,7 +209,7 @@ class _Execution:
             self.read_failed = True
             return ResumeState()
         if run.config is not None:
-            check_records(run.run_key, run.config, loaded.records, accept=accept_config_change)
+            check_config(run.run_key, run.config, loaded.records, accept=accept_config_change)
         for record in loaded.records:
             self.durable.offer(record)
             self.most_spent = max(self.most_spent, record.spent)

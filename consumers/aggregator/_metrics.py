@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -11,10 +11,14 @@ from prometheus_client.registry import Collector
 
 from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.dlq import REASON_KINDS
+from resultlog.schemas import RunKey
 
-__all__ = ["AggregatorMetrics"]
+__all__ = ["AggregatorMetrics", "RunSpend"]
 
 _PREFIX = "resultlog_aggregator"
+
+# Each served run's key and its spend in USD (every attempt: the summary's spent_cost).
+RunSpend = Callable[[], Iterable[tuple[RunKey, float]]]
 
 
 class _StateCollector(Collector):
@@ -46,10 +50,29 @@ class _StateCollector(Collector):
         yield lag
 
 
+class _SpendCollector(Collector):
+    """The spend of every run served, read from the folds at scrape time."""
+
+    def __init__(self, spend: RunSpend) -> None:
+        self._spend = spend
+
+    def collect(self) -> Iterator[Metric]:
+        gauge = GaugeMetricFamily(
+            f"{_PREFIX}_run_spent_usd",
+            "USD spent on a run's model attempts, superseded ones included (its spent_cost).",
+            labels=["run_id", "benchmark_id", "model"],
+        )
+        for run_key, spent in self._spend():
+            gauge.add_metric([run_key.run_id, run_key.benchmark_id, run_key.model], spent)
+        yield gauge
+
+
 class AggregatorMetrics:
     """Counters the consumer loop updates and gauges read from state when scraped."""
 
-    def __init__(self, snapshot: Callable[[], tuple[Health, int]]) -> None:
+    def __init__(
+        self, snapshot: Callable[[], tuple[Health, int]], spend: RunSpend | None = None
+    ) -> None:
         self.registry = CollectorRegistry()
         self.consumed = Counter(
             f"{_PREFIX}_records_consumed",
@@ -85,6 +108,8 @@ class AggregatorMetrics:
             registry=self.registry,
         )
         self.registry.register(_StateCollector(snapshot))
+        if spend is not None:
+            self.registry.register(_SpendCollector(spend))
 
     def exposition(self) -> tuple[bytes, str]:
         """The Prometheus text exposition and its content type."""

@@ -44,7 +44,7 @@ class Aggregator:
         self._consumer_overrides = consumer_overrides(session_timeout_ms, instance_id)
         # One lock guards the state: the consumer thread mutates it, HTTP threads read it.
         self._shared = Shared()
-        self.metrics = AggregatorMetrics(self._snapshot)
+        self.metrics = AggregatorMetrics(self._snapshot, self._spend)
         self._stopping = threading.Event()
         self._loop: ConsumerLoop | None = None
         self._thread: threading.Thread | None = None
@@ -168,3 +168,15 @@ class Aggregator:
     def _snapshot(self) -> tuple[Health, int]:
         with self._shared.lock:
             return self._shared.state.health(), self._shared.state.runs_tracked()
+
+    def _spend(self) -> list[tuple[RunKey, float]]:
+        """Each served run's spend (caught-up partitions only: a rebuild would under-report)."""
+        with self._shared.lock:
+            partitions = self._shared.state.partitions.values()
+            return [
+                (run_key, float(run.fold.spent))
+                for partition in partitions
+                if partition.caught_up
+                for run_key, run in partition.runs.items()
+                if len(run.fold)
+            ]

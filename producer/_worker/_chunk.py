@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from resultlog.consumers import RunRecords, read_run_records
 from resultlog.kafka import KafkaConnection
-from resultlog.producer._worker._plan import WorkError, task_benchmark
+from resultlog.producer._config import run_config
+from resultlog.producer._worker._plan import task_benchmark
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.runner import RunResult, model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
@@ -19,7 +20,7 @@ from resultlog.schemas import ChunkTask, RunKey, SampleResult
 if TYPE_CHECKING:
     from resultlog.producer.offline import ModelServer
 
-__all__ = ["ChunkRunner", "RunningChunk"]
+__all__ = ["ChunkRunner", "RunningChunk", "chunk_budget"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,19 @@ class _ChunkStore:
         """Nothing of its own: the worker closes its store."""
 
 
+def chunk_budget(task: ChunkTask) -> float | None:
+    """The chunk's share of the run's budget: in proportion to its samples.
+
+    A chunk reads only its own keys (their spend) and no worker sees another's spend as it
+    happens, so each keeps to its share: together they keep to the run's budget.
+    """
+    if task.budget_usd is None:
+        return None
+    low = task.range_start or 0
+    high = min(task.range_end or task.dataset_size, task.dataset_size)
+    return task.budget_usd * (task.end - task.start) / (high - low)
+
+
 class ChunkRunner:
     """Runs chunk tasks with the runner, writing through one result store."""
 
@@ -119,8 +133,6 @@ class ChunkRunner:
         return running
 
     async def _run(self, task: ChunkTask) -> RunResult:
-        if task.budget_usd is not None:
-            raise WorkError("the task has a budget and this worker cannot enforce budgets yet")
         benchmark = task_benchmark(task)
         client = self._client(task.base_url or self._offline_url())
         solver = model_solver(
@@ -138,6 +150,14 @@ class ChunkRunner:
             degrade_solver_errors=task.degrade_solver_errors,
             chunk_id=task.chunk_id,
             chunk_index=task.chunk_index,
+            config=run_config(
+                benchmark,
+                task.model,
+                base_url=task.base_url,
+                temperature=task.temperature,
+                max_tokens=task.max_tokens,
+            ),
+            budget_usd=chunk_budget(task),
         )
 
     def _client(self, base_url: str) -> ModelClient:

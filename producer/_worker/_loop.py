@@ -43,11 +43,13 @@ class WorkerReport:
     undecodable: int = 0
     abandoned: int = 0
     pairs_evaluated: int = 0
+    budget_stopped: int = 0
     chunk_ids: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
+        budget = f", {self.budget_stopped} stopped by the budget" if self.budget_stopped else ""
         return (
-            f"{self.chunks_run} chunks run ({self.pairs_evaluated} pairs evaluated), "
+            f"{self.chunks_run} chunks run ({self.pairs_evaluated} pairs evaluated{budget}), "
             f"{self.dead_lettered} dead-lettered, {self.undecodable} undecodable, "
             f"{self.abandoned} abandoned"
         )
@@ -172,6 +174,13 @@ class Worker:
                 self.report.pairs_evaluated += result.evaluated
                 self.report.chunk_ids.append(task.chunk_id)
                 log.info("chunk %s done: %d pairs evaluated", task.chunk_id, result.evaluated)
+                if result.stopped_by_budget:  # settled: running it again would stop again
+                    self.report.budget_stopped += 1
+                    log.warning(
+                        "chunk %s stopped by its share of the budget: %d pairs not started",
+                        task.chunk_id,
+                        result.unstarted,
+                    )
                 return True
             failures.append(f"{type(error).__name__}: {error}")
             log.warning("chunk %s failed (attempt %d): %s", task.chunk_id, len(failures), error)

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from resultlog.producer import Progress as RunProgress
-from resultlog.schemas import RunSummary
+from resultlog.producer import RunResult
 
 __all__ = ["ProgressBar", "print_summary"]
 
@@ -54,14 +54,16 @@ class ProgressBar:
         )
 
 
-def print_summary(summary: RunSummary, *, skipped: int, evaluated: int) -> None:
-    """Print the run summary as a table."""
+def print_summary(result: RunResult) -> None:
+    """Print the run's summary as a table, with this run's counts and bill beside it."""
+    summary = result.summary
     table = Table(title=str(summary.run_key))
     table.add_column("field")
     table.add_column("value", justify="right")
     rows: list[tuple[str, object]] = [
-        ("pairs evaluated now", evaluated),
-        ("pairs skipped (durable)", skipped),
+        ("pairs evaluated now", result.evaluated),
+        ("pairs skipped (durable)", result.skipped),
+        *([("pairs not started (budget)", result.unstarted)] if result.unstarted else []),
         ("records", summary.records),
         ("expected records", summary.expected_records),
         ("degraded records", summary.degraded_records),
@@ -71,7 +73,10 @@ def print_summary(summary: RunSummary, *, skipped: int, evaluated: int) -> None:
         ("accuracy", f"{summary.accuracy:.4f}"),
         *((f"metric {name}", f"{value:.4f}") for name, value in summary.metrics.items()),
         ("total tokens", summary.usage.total_tokens),
-        ("total cost", f"{summary.usage.total_cost:.6f}"),
+        ("spent, every attempt (USD)", f"{summary.spent_cost:.6f}"),
+        ("kept, these records (USD)", f"{summary.usage.total_cost:.6f}"),
+        ("spent by this run (USD)", f"{result.spent:.6f}"),
+        ("saved by the resume (USD)", f"{result.saved:.6f}"),
         ("generation time (ms)", summary.generation_time_ms),
     ]
     for name, value in rows:

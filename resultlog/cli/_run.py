@@ -21,16 +21,29 @@ from resultlog.producer import (
     Benchmark,
     KafkaResultStore,
     ModelClient,
+    RunConfig,
     RunResult,
     model_solver,
     offline,
     resolve_benchmark,
     run_benchmark,
+    run_config,
 )
 from resultlog.producer.benchmarks import limit_samples
 from resultlog.producer.offline import ModelServer
+from resultlog.schemas import MAX_COST_USD
 
-__all__ = ["add_run_options", "benchmark_of", "check_base_url", "register"]
+__all__ = [
+    "BUDGET_EXIT",
+    "add_run_options",
+    "benchmark_of",
+    "check_base_url",
+    "config_of",
+    "register",
+]
+
+BUDGET_EXIT = 3
+"""The exit code of a run the budget stopped: everything finished is durable."""
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -39,6 +52,11 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     add_run_options(run)
     run.add_argument("--concurrency", type=positive_int("concurrency", 1024), default=8)
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument(
+        "--accept-config-change",
+        action="store_true",
+        help="reuse durable records made under another configuration as they are",
+    )
     run.set_defaults(handler=run_command)
 
     server = commands.add_parser("model-server", help="serve the offline model until stopped")
@@ -58,6 +76,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--degrade-solver-errors", action="store_true")
     parser.add_argument("--temperature", type=_temperature, default=None, help="0 to 2")
     parser.add_argument("--max-tokens", type=positive_int("max tokens", 2**31 - 1), default=None)
+    parser.add_argument(
+        "--budget-usd",
+        type=_budget,
+        default=None,
+        help="start no pair once the run key's spend would pass this many USD",
+    )
 
 
 def _temperature(text: str) -> float:
@@ -68,6 +92,17 @@ def _temperature(text: str) -> float:
         raise argparse.ArgumentTypeError(f"temperature must be a number, got {text!r}") from None
     if not 0.0 <= value <= 2.0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"temperature must be between 0 and 2, got {text}")
+    return value
+
+
+def _budget(text: str) -> float:
+    """An argparse type: a budget in USD, in [0, 1e6]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"budget must be a number, got {text!r}") from None
+    if not 0.0 <= value <= MAX_COST_USD:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"budget must be between 0 and 1e6 USD, got {text}")
     return value
 
 
@@ -100,8 +135,32 @@ def run_command(args: argparse.Namespace) -> int:
     if args.json:
         print(result.summary.model_dump_json(exclude_none=False))
     else:
-        print_summary(result.summary, skipped=result.skipped, evaluated=result.evaluated)
+        print_summary(result)
+    if result.stopped_by_budget:
+        print(f"resultlog: budget: {_budget_stop(result, args.budget_usd)}", file=sys.stderr)
+        return BUDGET_EXIT
     return 0
+
+
+def _budget_stop(result: RunResult, budget_usd: float) -> str:
+    """The one line saying why the run stopped and how to go on."""
+    summary = result.summary
+    return (
+        f"{summary.run_key} has spent {summary.spent_cost:.6f} of its {budget_usd:.6f} USD: "
+        f"{result.unstarted} pair(s) not started, everything finished is durable; "
+        f"run again with a larger --budget-usd to go on"
+    )
+
+
+def config_of(args: argparse.Namespace, benchmark: Benchmark) -> RunConfig:
+    """The configuration of the run the command line asks for."""
+    return run_config(
+        benchmark,
+        args.model,
+        base_url=args.base_url,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+    )
 
 
 def benchmark_of(args: argparse.Namespace) -> Benchmark:
@@ -176,6 +235,9 @@ async def _run_to_end(
                     degrade_solver_errors=args.degrade_solver_errors,
                     on_progress=bar.update,
                     lease=functools.partial(claim_lease, kafka),
+                    config=config_of(args, benchmark),
+                    accept_config_change=args.accept_config_change,
+                    budget_usd=args.budget_usd,
                 )
     finally:
         await store.close()

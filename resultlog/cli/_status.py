@@ -40,9 +40,13 @@ def status_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(view))
         return 0
-    chunks = view.pop("chunks")
-    for name, value in view.items():
-        print(f"{name:>16}: {value}")
+    chunks, config = view.pop("chunks"), view.pop("config")
+    lines = [(name, str(value)) for name, value in view.items()]
+    if isinstance(config, dict):
+        lines += _config_lines(config)
+    width = max(len(name) for name, _ in lines)
+    for name, value in lines:
+        print(f"{name:>{width}}: {value}")
     if isinstance(chunks, dict):
         _print_chunks(chunks)
     return 0
@@ -56,3 +60,14 @@ def _print_chunks(chunks: dict[str, Any]) -> None:
         where = f"[{chunk['start']}, {chunk['end']})"
         progress = f"{chunk['records']}/{chunk['expected']} records"
         print(f"{'chunk ' + str(chunk['chunk_index']):>16}: {chunk['state']:<8} {where} {progress}")
+
+
+def _config_lines(config: dict[str, Any], prefix: str = "config.") -> list[tuple[str, str]]:
+    """The run's configuration, a line per field (nested fields as dotted names)."""
+    lines: list[tuple[str, str]] = []
+    for name, value in config.items():
+        if isinstance(value, dict):
+            lines += _config_lines(value, f"{prefix}{name}.")
+        else:
+            lines.append((prefix + name, json.dumps(value)))
+    return lines

@@ -7,7 +7,9 @@ from typing import Any
 
 from resultlog.cli._args import positive_int
 from resultlog.cli._connect import connect
-from resultlog.cli._run import add_run_options, benchmark_of, check_base_url
+from resultlog.cli._run import add_run_options, benchmark_of, check_base_url, config_of
+from resultlog.consumers import read_run_records
+from resultlog.producer import check_config
 from resultlog.producer.worker import RunSpec, plan_chunks, submit_chunks
 from resultlog.schemas import MAX_INDEX
 
@@ -39,8 +41,13 @@ def submit_command(args: argparse.Namespace) -> int:
         degrade_solver_errors=args.degrade_solver_errors,
         temperature=args.temperature,
         max_tokens=args.max_tokens,
+        budget_usd=args.budget_usd,
     )
-    tasks = plan_chunks(spec, benchmark_of(args))  # every check before anything is written
+    benchmark = benchmark_of(args)
+    tasks = plan_chunks(spec, benchmark)  # every check before anything is written
     with connect() as kafka:
+        run_key = tasks[0].run_key
+        # Workers would refuse every task of a changed configuration: refuse it here, once.
+        check_config(run_key, config_of(args, benchmark), read_run_records(kafka, run_key).records)
         print(submit_chunks(kafka, tasks))
     return 0

@@ -83,11 +83,11 @@ def test_poison_and_failing_tasks_are_dead_lettered_and_the_worker_goes_on(
     poison = Producer(settings.client_config())
     poison.produce(settings.work_topic, key=b"x/y/z/0", value=b"not a task", partition=0)
     assert poison.flush(10) == 0
-    budget = _tasks("budgeted", url, budget_usd=1.0)
+    refused = _tasks("refused", url, dataset_sha256="0" * 64)  # not this worker's dataset
     unauthorized = _tasks("unauthorized", url)
     with ModelServer(latency_s=0.001) as other:
         good = _tasks("good", other.base_url)
-        assert submit_chunks(kafka, [*budget, *unauthorized, *good]) == 3
+        assert submit_chunks(kafka, [*refused, *unauthorized, *good]) == 3
         report = _serve_until(kafka, settled=4)
 
     assert (report.chunks_run, report.dead_lettered, report.undecodable) == (1, 2, 1)
@@ -102,7 +102,7 @@ def test_poison_and_failing_tasks_are_dead_lettered_and_the_worker_goes_on(
         if letter["resultlog.reason.kind"] == CHUNK_FAILED
     ]
     assert len(reasons) == 2
-    assert any("cannot enforce budgets" in reason and "(x2)" in reason for reason in reasons)
+    assert any("refusing the task" in reason and "(x2)" in reason for reason in reasons)
     assert any("HTTP 401" in reason and "(x2)" in reason for reason in reasons)
     assert model_server.request_count("arith-0000", 0) == 2  # once per attempt
     assert _committed(kafka) == 4  # every task, poison included, is settled
