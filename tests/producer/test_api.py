@@ -27,6 +27,11 @@ WORKER_API = {
     "Solver",
     "model_solver",
     "run_benchmark",
+    # the run's configuration (DESIGN rule 10)
+    "RunConfig",
+    "run_config",
+    "check_config",
+    "ConfigChangedError",
     # benchmarks
     "Benchmark",
     "Sample",

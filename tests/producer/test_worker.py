@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +15,6 @@ from resultlog.producer.worker import (
     RunSpec,
     Worker,
     WorkerOptions,
-    WorkerReport,
     plan_chunks,
     submit_chunks,
 )
@@ -24,6 +22,7 @@ from resultlog.schemas import ChunkTask
 from resultlog.settings import Settings
 from tests.support.kafka import read_topic
 from tests.support.waiting import wait_for
+from tests.support.work import committed_tasks, serve_until
 
 MODEL = "offline/gpt-4o"
 
@@ -41,29 +40,6 @@ def _dead_letters(settings: Settings, expected: int) -> list[dict[str, str]]:
         return [letter.headers for letter in letters] if len(letters) >= expected else None
 
     return wait_for(arrived, f"{expected} dead tasks")
-
-
-def _committed(kafka: KafkaConnection) -> int:
-    """How many tasks the worker group has settled, over every partition."""
-    settings = kafka.settings
-    partitions = list(range(settings.work_partitions))
-    offsets = kafka.committed_offsets(settings.work_group, settings.work_topic, partitions)
-    return sum(offsets.values())
-
-
-def _serve_until(kafka: KafkaConnection, settled: int) -> WorkerReport:
-    """Run a worker in a thread until `settled` tasks are committed, then stop it."""
-    worker = Worker(kafka, WorkerOptions(kafka.settings.work_group, concurrency=2))
-    reports: list[WorkerReport] = []
-    thread = threading.Thread(target=lambda: reports.append(worker.run()))
-    thread.start()
-    deadline = time.monotonic() + 120
-    while _committed(kafka) < settled and time.monotonic() < deadline:
-        time.sleep(0.1)
-    worker.stop()
-    thread.join(30)
-    assert reports, "the worker did not stop"
-    return reports[0]
 
 
 def test_poison_and_failing_tasks_are_dead_lettered_and_the_worker_goes_on(
@@ -88,7 +64,7 @@ def test_poison_and_failing_tasks_are_dead_lettered_and_the_worker_goes_on(
     with ModelServer(latency_s=0.001) as other:
         good = _tasks("good", other.base_url)
         assert submit_chunks(kafka, [*refused, *unauthorized, *good]) == 3
-        report = _serve_until(kafka, settled=4)
+        report = serve_until(kafka, settled=4)
 
     assert (report.chunks_run, report.dead_lettered, report.undecodable) == (1, 2, 1)
     assert report.abandoned == 0
@@ -105,7 +81,7 @@ def test_poison_and_failing_tasks_are_dead_lettered_and_the_worker_goes_on(
     assert any("refusing the task" in reason and "(x2)" in reason for reason in reasons)
     assert any("HTTP 401" in reason and "(x2)" in reason for reason in reasons)
     assert model_server.request_count("arith-0000", 0) == 2  # once per attempt
-    assert _committed(kafka) == 4  # every task, poison included, is settled
+    assert committed_tasks(kafka) == 4  # every task, poison included, is settled
 
 
 def test_an_unreachable_work_topic_is_a_clear_error(settings: Settings) -> None:

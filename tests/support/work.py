@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from resultlog.consumers import read_run_records
 from resultlog.kafka import KafkaClientError, KafkaConnection
+from resultlog.producer.worker import Worker, WorkerOptions, WorkerReport
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.support.cli import cli_argv
@@ -108,3 +111,26 @@ def last_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     """The JSON object on the last line of a command's output."""
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def committed_tasks(kafka: KafkaConnection) -> int:
+    """How many tasks the worker group has settled, over every partition."""
+    settings = kafka.settings
+    partitions = list(range(settings.work_partitions))
+    offsets = kafka.committed_offsets(settings.work_group, settings.work_topic, partitions)
+    return sum(offsets.values())
+
+
+def serve_until(kafka: KafkaConnection, settled: int) -> WorkerReport:
+    """Run a worker in a thread until `settled` tasks are committed, then stop it."""
+    worker = Worker(kafka, WorkerOptions(kafka.settings.work_group, concurrency=2))
+    reports: list[WorkerReport] = []
+    thread = threading.Thread(target=lambda: reports.append(worker.run()))
+    thread.start()
+    deadline = time.monotonic() + 120
+    while committed_tasks(kafka) < settled and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker.stop()
+    thread.join(30)
+    assert reports, "the worker did not stop"
+    return reports[0]
