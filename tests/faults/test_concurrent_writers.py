@@ -32,11 +32,11 @@ SAMPLES, EPOCHS = 40, 2
 LEASE_TTL_S = 2.0
 
 
-def run_args(base_url: str, concurrency: int) -> list[str]:
+def run_args(base_url: str, concurrency: int, *options: str) -> list[str]:
     return [
         *["run", "arith", "--model", MODEL, "--run-id", "shared", "--json"],
         *["--limit", str(SAMPLES), "--epochs", str(EPOCHS), "--concurrency", str(concurrency)],
-        *["--base-url", base_url],
+        *["--base-url", base_url, *options],
     ]
 
 
@@ -60,7 +60,9 @@ def test_a_paused_workers_degraded_writes_never_shadow_another_workers_successes
         wait_for(lambda: len(durable(settings, run_key)) >= 10, "A's first records")
         a.send_signal(signal.SIGSTOP)
         time.sleep(LEASE_TTL_S + 0.5)  # A's lease expires: B may take the run key over
-        b = start(run_args(healthy_url, 1), env)
+        # Another endpoint is another configuration (DESIGN rule 10): B takes A's records as
+        # they are.
+        b = start(run_args(healthy_url, 1, "--accept-config-change"), env)
         wait_for(lambda: _written_by(settings, run_key, b.pid) >= 5, "B's first records")
         a.send_signal(signal.SIGCONT)
         _, a_err = a.communicate(timeout=120)
@@ -75,7 +77,7 @@ def test_a_paused_workers_degraded_writes_never_shadow_another_workers_successes
         assert checked.lost == checked.extra == 0
 
         before = len(requests_in(healthy_log))
-        resumed = start(run_args(healthy_url, 4), env)
+        resumed = start(run_args(healthy_url, 4, "--accept-config-change"), env)
         out, err = resumed.communicate(timeout=120)
         assert resumed.returncode == 0, err
         assert len(requests_in(healthy_log)) == before, "the resume asked the model again"
