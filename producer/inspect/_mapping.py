@@ -68,6 +68,8 @@ def _identity(task: TaskRun, sample: EvalSample) -> dict[str, Any]:
         "metadata": _json_or_none(sample.metadata),
         "messages": [_message(message) for message in sample.messages],
         "generation_ids": _generation_ids(sample),
+        "config": task.config.canonical,
+        "config_fingerprint": task.config.fingerprint,
     }
 
 

@@ -10,6 +10,7 @@ from types import MappingProxyType
 
 from inspect_ai.log import EvalPlan, EvalSpec
 
+from resultlog.producer.inspect._config import InspectConfig, inspect_config
 from resultlog.producer.inspect._errors import InspectPluginError
 from resultlog.producer.inspect._payload import task_header
 from resultlog.schemas import InvalidRunKeyError, RunKey, SampleResult
@@ -40,6 +41,7 @@ class TaskRun:
     dataset_size: int
     positions: Mapping[str, int]  # str(sample id) -> absolute sample index
     header: bytes  # the spec and plan every payload starts with
+    config: InspectConfig  # what shaped the answers (rule 10), on every record
     deferred: list[SampleResult] = field(default_factory=list)  # degraded, written at task end
     refused: set[tuple[str, int]] = field(default_factory=set)  # durable pairs not asked again
 
@@ -72,6 +74,7 @@ class TaskRun:
             dataset_size=offset + len(ids),
             positions=MappingProxyType(positions),
             header=task_header(spec, plan),
+            config=inspect_config(spec, plan),
         )
 
     def index_of(self, sample_id: str) -> int:

@@ -100,6 +100,8 @@ def test_every_pair_is_published_once_and_every_request_carries_its_x_bench(
         assert record.harness_payload is not None
         stored = decode(record.harness_payload).sample
         assert stored.scores == logged[(record.sample_id, record.epoch)].scores
+    [config] = {record.config for record in records}  # one configuration (rule 10)
+    assert config is not None and json.loads(config)["model"] == "openai-api/offline/arith"
 
 
 def test_replay_and_the_aggregator_agree_with_inspects_accuracy(baseline: Baseline) -> None:
@@ -151,6 +153,8 @@ def test_a_killed_eval_resumes_from_the_topic_without_asking_a_durable_pair_agai
     assert asked_again | durable == ALL_PAIRS
     writes = writes_per_key(settings, "crash")
     assert len(writes) == len(ALL_PAIRS) and set(writes.values()) == {1}  # none twice
+    # The resume, from another directory and task file path, is the same configuration.
+    assert len({record.config_fingerprint for record in latest(settings, "crash")}) == 1
     final = read_eval_log(task["location"])
     assert len(final.samples or []) == len(ALL_PAIRS)
     assert metrics(final) == metrics(baseline.log)

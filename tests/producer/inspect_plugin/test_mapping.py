@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+from typing import Any
 
 import pytest
 from inspect_ai.log import EvalError, EvalLog, EvalSample
@@ -48,6 +50,43 @@ def test_a_finished_sample_is_a_completed_record_keyed_by_task_model_id_and_epoc
     stored = decode(made.harness_payload)
     assert stored.sample == sample
     assert (stored.spec.task, stored.plan) == ("mock_arith", mock_log.plan)
+
+
+def test_records_carry_the_tasks_configuration_and_its_fingerprint(mock_log: EvalLog) -> None:
+    spec, plan = mock_log.eval, mock_log.plan
+    made = record(mock_log, sample_of(mock_log, "b", 1))
+    assert made.config is not None and made.config_fingerprint is not None
+    config = json.loads(made.config)
+    assert hashlib.sha256(made.config.encode()).hexdigest() == made.config_fingerprint
+    assert (config["harness"], config["model"]) == ("inspect_ai", "mockllm/model")
+    assert config["benchmark"]["name"] == "mock_arith"
+    assert config["dataset"]["samples"] == 2
+    assert [step["solver"] for step in config["plan"]["steps"]] == [
+        "remember_active_sample",
+        "generate",
+    ]
+    assert [scorer["name"] for scorer in config["scorers"]] == ["match", "includes"]
+
+    def fingerprint(**update: Any) -> str:
+        return TaskRun.of(spec.model_copy(update=update), plan).config.fingerprint
+
+    same = made.config_fingerprint
+    # What differs between an eval and its resume is not configuration.
+    assert fingerprint(eval_id="other", run_id="other", task_file="elsewhere/task.py") == same
+    limited = spec.config.model_copy(update={"limit": 1})
+    assert fingerprint(config=limited) == same
+    hotter = spec.model_generate_config.model_copy(update={"temperature": 0.7})
+    assert fingerprint(model_generate_config=hotter) != same
+    assert fingerprint(model="mockllm/other") != same
+    assert fingerprint(task_version=2) != same
+
+
+def test_secret_looking_model_arguments_keep_their_name_not_their_value(
+    mock_log: EvalLog,
+) -> None:
+    spec = mock_log.eval.model_copy(update={"model_args": {"api_key": "sk-1", "region": "eu"}})
+    config = json.loads(TaskRun.of(spec, mock_log.plan).config.canonical)
+    assert config["model_args"] == {"api_key": "<redacted>", "region": "eu"}
 
 
 def test_the_run_id_is_the_metadata_then_the_environment_then_the_eval_id(
