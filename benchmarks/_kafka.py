@@ -28,7 +28,6 @@ from fastavro import schemaless_reader
 from resultlog.broker import LocalKafka
 from resultlog.kafka import KafkaConnection
 from resultlog.kafka import produce as produce_with_backpressure
-from resultlog.schemas import Message as ChatMessage
 from resultlog.schemas import (
     Codec,
     RecordStatus,
@@ -44,6 +43,7 @@ from resultlog.schemas import (
     partition_for,
     shipped_catalog,
 )
+from resultlog.schemas import Message as ChatMessage
 from resultlog.settings import Settings
 
 __all__ = [

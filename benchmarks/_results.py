@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import operator
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -21,11 +23,11 @@ from typing import Literal
 __all__ = ["Goal", "Result", "add_results_argument", "report"]
 
 ENV = "RESULTLOG_BENCH_RESULTS"
-_COMPARE = {
-    ">=": lambda a, b: a >= b,
-    "<=": lambda a, b: a <= b,
-    "<": lambda a, b: a < b,
-    ">": lambda a, b: a > b,
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "<": operator.lt,
+    ">": operator.gt,
 }
 _HEAD = ("what", "ours", "baseline", "ratio", "goal", "met?")
 
@@ -82,10 +84,13 @@ def add_results_argument(parser: argparse.ArgumentParser) -> None:
 def report(result: Result, results: Path | None) -> None:
     """Print the figure as one aligned line and append it to `results` when given."""
     cells = _cells(result)
-    print(f"  {cells[0]:<46} ours {cells[1]:>14}  baseline {cells[2]:>14}  "
-          f"ratio {cells[3]:>7}  goal {cells[4]:<16} {cells[5]}", flush=True)
+    print(
+        f"  {cells[0]:<52} ours {cells[1]:>14}  baseline {cells[2]:>14}  "
+        f"ratio {cells[3]:>7}  goal {cells[4]:<16} {cells[5]}",
+        flush=True,
+    )
     if result.note:
-        print(f"  {'':<46} ({result.note})")
+        print(f"  {'':<52} ({result.note})")
     if results is not None:
         line = asdict(result) | {"ratio": result.ratio, "met": result.met}
         with results.open("a", encoding="utf-8") as out:
