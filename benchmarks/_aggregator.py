@@ -29,6 +29,9 @@ def fresh_settings(partitions: int) -> Settings:
         results_topic=f"{name}.sample-results",
         summaries_topic=f"{name}.run-summaries",
         dlq_topic=f"{name}.sample-results.dlq",
+        leases_topic=f"{name}.leases",
+        work_topic=f"{name}.work",
+        work_dlq_topic=f"{name}.work.dlq",
         aggregator_group=f"{name}.aggregator",
         partitions=partitions,
     )
@@ -40,7 +43,8 @@ def fresh_settings(partitions: int) -> Settings:
 def serving(settings: Settings) -> Iterator[str]:
     """An aggregator on the settings' topics, ready; yields its base URL; topics deleted after."""
     env = dict(os.environ)
-    for name in ("results_topic", "summaries_topic", "dlq_topic", "aggregator_group", "partitions"):
+    names = ("results_topic", "summaries_topic", "dlq_topic", "leases_topic", "work_topic")
+    for name in (*names, "work_dlq_topic", "aggregator_group", "partitions"):
         env[f"RESULTLOG_{name.upper()}"] = str(getattr(settings, name))
     child = subprocess.Popen(
         [sys.executable, "-m", "benchmarks._aggregator"], env=env, stdout=subprocess.PIPE, text=True
@@ -50,7 +54,8 @@ def serving(settings: Settings) -> Iterator[str]:
     finally:
         child.terminate()
         child.wait(30)
-        KafkaConnection(settings).admin().delete_topics(list(settings.topic_names()))
+        topics = [*settings.topic_names(), settings.leases_topic, settings.work_topic]
+        KafkaConnection(settings).admin().delete_topics([*topics, settings.work_dlq_topic])
 
 
 def consumed(client: httpx.Client, base_url: str) -> int:
