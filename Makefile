@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help install test test-faults lint format demo page page-down bench kafka-up kafka-down clean
+.PHONY: help install test test-faults lint format demo page page-down bench bench-quick kafka-up kafka-down clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -41,8 +41,11 @@ page: install ## the runs page with real data: broker, aggregator, two finished 
 page-down: ## stop what `make page` started
 	bash scripts/page.sh down
 
-bench: install ## benchmarks (codec, resume, replay, aggregator latency) next to raw baselines
+bench: install ## every benchmark next to its baseline and goal, then one table (~20 min)
 	bash scripts/bench.sh
+
+bench-quick: install ## the benchmarks at 100k records with short windows (~6 min)
+	bash scripts/bench.sh --quick
 
 kafka-up: install ## start the local broker on 127.0.0.1:9092 and create the topics
 	$(BIN)/resultlog kafka up

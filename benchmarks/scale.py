@@ -29,6 +29,7 @@ from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
 from benchmarks._kafka import bootstrap_servers
+from benchmarks._results import Goal, Result, add_results_argument, report
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import ModelServer
 from resultlog.producer.worker import RunSpec, plan_chunks, submit_chunks
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--latency-ms", type=float, default=50.0)
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.workers.split(",")]
     print(
@@ -166,10 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{result.workers:>8} {result.pairs:>7} {result.seconds:>8.2f} "
             f"{result.rate:>8.1f} {result.rate / base:>5.2f}x"
         )
-    at_four = [r.rate / base for r in results if r.workers == 4]
-    if at_four:
-        verdict = "met" if at_four[0] >= GOAL_AT_4 else "NOT met"
-        print(f"goal >= {GOAL_AT_4}x at 4 workers: {verdict} ({at_four[0]:.2f}x)")
+    for result in results[1:]:
+        goal = Goal(">=", GOAL_AT_4, on="ratio") if result.workers == 4 else None
+        what = f"scale-out, {result.workers} workers, {args.latency_ms:g} ms model"
+        report(Result(what, result.rate, "pairs/s", base, "1 worker", goal), args.results)
     return 0
 
 

@@ -1,12 +1,78 @@
 #!/usr/bin/env bash
-# Every benchmark, each printing our figures next to its raw baseline, on one local broker.
-set -euo pipefail
+# Every benchmark on one launcher broker, each printing our figures next to a baseline of the
+# same run and the goal; then one table of every figure. `--quick`: 100k records only,
+# shorter windows. A benchmark module not present on this branch is named and skipped.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+quick=false
+[[ "${1:-}" == "--quick" ]] && quick=true
 work=$(mktemp -d -t resultlog-bench-XXXXXX)
 trap '.venv/bin/resultlog kafka down --dir "$work" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-RESULTLOG_BOOTSTRAP_SERVERS=$(.venv/bin/resultlog kafka up --port 0 --dir "$work")
-export RESULTLOG_BOOTSTRAP_SERVERS
-for bench in codec resume replay aggregator_latency scale; do
-  printf '\n== benchmarks/%s.py\n' "$bench"
-  .venv/bin/python -m "benchmarks.$bench"
+results="$work/results.jsonl"
+export RESULTLOG_BENCH_RESULTS="$results"
+shared_topic="bench-shared-$$"
+
+if $quick; then
+  echo "make bench-quick: about 6 minutes on an idle 2-core machine (100k records, short windows)"
+  replay_args=(--records 100000 --topic "$shared_topic")
+  resume_args=(--others 100000 --others-topic "$shared_topic")
+  latency_args=(--rates 1000,10000 --seconds 5)
+  ingest_args=(--records 100000)
+  write_args=(--rounds 2)
+  rebuild_args=() peer_args=() memory_args=() fold_args=()
+  modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory write_path)
+else
+  echo "make bench: about 20 minutes on an idle 2-core machine (100k and 1M records; scale-out)"
+  replay_args=(--records 100000,1000000 --topic "$shared_topic")
+  resume_args=(--others 1000000 --others-topic "$shared_topic")
+  latency_args=(--rates 1000,10000 --seconds 15)
+  ingest_args=(--records 200000)
+  write_args=(--rounds 3 --profile)
+  rebuild_args=() peer_args=() memory_args=() fold_args=()
+  modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory peer_quix
+    write_path scale)
+fi
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
+
+missing=()
+for module in "${modules[@]}"; do
+  [[ -f "benchmarks/$module.py" ]] || missing+=("$module")
 done
+if ((${#missing[@]})); then
+  echo "not on this branch, skipped: ${missing[*]}"
+fi
+
+if ! RESULTLOG_BOOTSTRAP_SERVERS=$(.venv/bin/resultlog kafka up --port 0 --dir "$work"); then
+  echo "the benchmark broker did not start" >&2
+  exit 1
+fi
+export RESULTLOG_BOOTSTRAP_SERVERS
+started=$SECONDS
+failed=0
+for module in "${modules[@]}"; do
+  [[ -f "benchmarks/$module.py" ]] || continue
+  case "$module" in
+    replay) args=("${replay_args[@]}") ;;
+    resume) args=("${resume_args[@]}") ;;
+    aggregator_latency) args=("${latency_args[@]}") ;;
+    ingest) args=("${ingest_args[@]}") ;;
+    write_path) args=("${write_args[@]}") ;;
+    rebuild) args=("${rebuild_args[@]}") ;;
+    peer_quix) args=("${peer_args[@]}") ;;
+    fold_memory) args=("${memory_args[@]}") ;;
+    fold_decode) args=("${fold_args[@]}") ;;
+    *) args=() ;;
+  esac
+  printf '\n== benchmarks/%s.py %s (at %ds)\n' "$module" "${args[*]}" $((SECONDS - started))
+  .venv/bin/python -m "benchmarks.$module" "${args[@]}"
+  status=$?
+  if ((status != 0)); then
+    failed=$((failed + 1))
+    .venv/bin/python -m benchmarks._results "$results" --failed "$module" "exit $status"
+  fi
+done
+
+printf '\nAll figures (%ds; load average now %s; on a shared machine they are upper bounds)\n\n' \
+  $((SECONDS - started)) "$(cut -d' ' -f1-3 /proc/loadavg)"
+.venv/bin/python -m benchmarks._results "$results"
+exit $((failed > 0))

@@ -1,0 +1,92 @@
+"""An aggregator under measurement: fresh topics, `resultlog aggregator` in a child process."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+
+from resultlog.kafka import KafkaConnection
+from resultlog.settings import Settings
+from resultlog.topics import ensure_topics
+
+__all__ = ["consumed", "fresh_settings", "serving"]
+
+_CONSUMED = "resultlog_aggregator_records_consumed_total"
+
+
+def fresh_settings(partitions: int) -> Settings:
+    """Settings naming topics and a group of their own, the topics created."""
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    settings = Settings(
+        results_topic=f"{name}.sample-results",
+        summaries_topic=f"{name}.run-summaries",
+        dlq_topic=f"{name}.sample-results.dlq",
+        leases_topic=f"{name}.leases",
+        work_topic=f"{name}.work",
+        work_dlq_topic=f"{name}.work.dlq",
+        aggregator_group=f"{name}.aggregator",
+        partitions=partitions,
+    )
+    ensure_topics(KafkaConnection(settings))
+    return settings
+
+
+@contextlib.contextmanager
+def serving(settings: Settings) -> Iterator[str]:
+    """An aggregator on the settings' topics, ready; yields its base URL; topics deleted after."""
+    env = dict(os.environ)
+    names = ("results_topic", "summaries_topic", "dlq_topic", "leases_topic", "work_topic")
+    for name in (*names, "work_dlq_topic", "aggregator_group", "partitions"):
+        env[f"RESULTLOG_{name.upper()}"] = str(getattr(settings, name))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks._aggregator"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield _wait_ready(child)
+    finally:
+        child.terminate()
+        child.wait(30)
+        topics = [*settings.topic_names(), settings.leases_topic, settings.work_topic]
+        KafkaConnection(settings).admin().delete_topics([*topics, settings.work_dlq_topic])
+
+
+def consumed(client: httpx.Client, base_url: str) -> int:
+    """The aggregator's records-consumed counter, read from /metrics."""
+    for line in client.get(base_url + "/metrics").text.splitlines():
+        if line.startswith(_CONSUMED + " "):
+            return int(float(line.split()[1]))
+    raise RuntimeError(f"/metrics has no {_CONSUMED}")
+
+
+def _wait_ready(child: subprocess.Popen[str]) -> str:
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    base_url = line.split()[-1] if line.startswith("aggregator serving ") else ""
+    if not base_url.startswith("http://"):
+        raise SystemExit(f"the aggregator did not start (exit {child.wait(10)})")
+    deadline = time.monotonic() + 60
+    while httpx.get(base_url + "/healthz").status_code != 200:
+        if time.monotonic() > deadline:
+            raise SystemExit("the aggregator never became ready")
+        time.sleep(0.05)
+    return base_url
+
+
+def _serve() -> int:
+    """The child: `resultlog aggregator --http 127.0.0.1:0`, through its own handler."""
+    from resultlog.cli._aggregator import aggregator_command
+
+    args = argparse.Namespace(http=("127.0.0.1", 0), group=None, instance_id=None)
+    return aggregator_command(args)
+
+
+if __name__ == "__main__":
+    sys.exit(_serve())

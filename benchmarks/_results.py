@@ -1,0 +1,171 @@
+"""One line per figure: ours, the baseline of the same run, the ratio, the goal; and a table.
+
+Each benchmark prints a `Result` as one aligned line and appends it as a JSON line to the
+results file (`--results FILE`, or RESULTLOG_BENCH_RESULTS); `scripts/bench.sh` prints every
+line of that file as one table at the end:
+
+    .venv/bin/python -m benchmarks._results FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import operator
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["Goal", "Result", "add_results_argument", "report"]
+
+ENV = "RESULTLOG_BENCH_RESULTS"
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "<": operator.lt,
+    ">": operator.gt,
+}
+_HEAD = ("what", "ours", "baseline", "ratio", "goal", "met?")
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A bound on our figure (`on="ours"`) or on ours/baseline (`on="ratio"`)."""
+
+    op: Literal[">=", "<=", "<", ">"]
+    bound: float
+    on: Literal["ours", "ratio"] = "ours"
+
+
+@dataclass(frozen=True)
+class Result:
+    """One measured figure next to its baseline (None: there is none) and its goal."""
+
+    what: str
+    ours: float
+    unit: str
+    baseline: float | None = None
+    baseline_what: str = ""
+    goal: Goal | None = None
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        """Ours over the baseline."""
+        if self.baseline is None or self.baseline == 0:
+            return None
+        return self.ours / self.baseline
+
+    @property
+    def met(self) -> bool | None:
+        """Whether the goal holds (None: no goal, or nothing to compare)."""
+        if self.goal is None:
+            return None
+        value = self.ours if self.goal.on == "ours" else self.ratio
+        if value is None or math.isnan(value):
+            return None
+        return _COMPARE[self.goal.op](value, self.goal.bound)
+
+
+def add_results_argument(parser: argparse.ArgumentParser) -> None:
+    """`--results FILE`, defaulting to RESULTLOG_BENCH_RESULTS (none: print only)."""
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=Path(os.environ[ENV]) if os.environ.get(ENV) else None,
+        help=f"append each figure as a JSON line to FILE (default: ${ENV})",
+    )
+
+
+def report(result: Result, results: Path | None) -> None:
+    """Print the figure as one aligned line and append it to `results` when given."""
+    cells = _cells(result)
+    print(
+        f"  {cells[0]:<52} ours {cells[1]:>14}  baseline {cells[2]:>14}  "
+        f"ratio {cells[3]:>7}  goal {cells[4]:<16} {cells[5]}",
+        flush=True,
+    )
+    if result.note:
+        print(f"  {'':<52} ({result.note})")
+    if results is not None:
+        line = asdict(result) | {"ratio": result.ratio, "met": result.met}
+        with results.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+
+
+def _cells(result: Result) -> tuple[str, str, str, str, str, str]:
+    ratio = result.ratio
+    met = {True: "yes", False: "NO", None: "-"}[result.met]
+    return (
+        result.what,
+        _amount(result.ours, result.unit),
+        "-" if result.baseline is None else _amount(result.baseline, result.unit),
+        "-" if ratio is None else f"{ratio:.2f}x",
+        _goal(result.goal, result.unit),
+        met,
+    )
+
+
+def _amount(value: float, unit: str) -> str:
+    if math.isnan(value):
+        return "n/a"
+    if unit in {"rec/s", "pairs/s", "B/rec"} and value >= 10_000:
+        return f"{value / 1000:.1f}k {unit}"
+    if unit == "s":
+        return f"{value:.2f} s"
+    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}"
+
+
+def _goal(goal: Goal | None, unit: str) -> str:
+    if goal is None:
+        return "-"
+    if goal.on == "ratio":
+        return f"ratio {goal.op} {goal.bound:g}x"
+    return f"{goal.op} {_amount(goal.bound, unit)}"
+
+
+def print_table(path: Path) -> None:
+    """Every result line of the file as one Markdown table (also readable in a terminal)."""
+    rows = [_HEAD]
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
+        data = json.loads(line)
+        if "failed" in data:
+            rows.append((data["what"], "failed", "", "", "", data["failed"]))
+            continue
+        goal = Goal(**data["goal"]) if data.get("goal") else None
+        fields = {k: data[k] for k in ("what", "ours", "unit", "baseline", "baseline_what")}
+        result = Result(**fields, goal=goal, note=data.get("note", ""))
+        what = result.what + (f" (vs {result.baseline_what})" if result.baseline_what else "")
+        rows.append((what, *_cells(result)[1:]))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEAD))]
+    for n, row in enumerate(rows):
+        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) + " |")
+        if n == 0:
+            print("| " + " | ".join("-" * w for w in widths) + " |")
+
+
+def record_failure(path: Path, what: str, reason: str) -> None:
+    """Append a line saying a benchmark did not produce its figures."""
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps({"what": what, "failed": reason}) + "\n")
+
+
+def main() -> int:
+    """`FILE`: print the table; `FILE --failed WHAT REASON`: record a failed benchmark."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--failed", nargs=2, metavar=("WHAT", "REASON"))
+    args = parser.parse_args()
+    if args.failed:
+        record_failure(args.file, *args.failed)
+    else:
+        print_table(args.file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
