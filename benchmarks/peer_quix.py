@@ -100,20 +100,21 @@ def varied(base: SampleResult, draw: int) -> SampleResult:
     return base.model_copy(update={"score": score})
 
 
-def fill(config: ClientConfig, topic: str, records: int) -> float:
-    """Write `records` records as `planned`; return seconds."""
+def fill(config: ClientConfig, topic: str, records: int) -> tuple[float, int]:
+    """Write `records` records as `planned`; return seconds and the values' bytes."""
     codec = Codec()
     producer = Producer({**config, "linger.ms": 20, "compression.type": "zstd"})
-    started = time.perf_counter()
+    started, value_bytes = time.perf_counter(), 0
     for run, index, epoch, rewritten in itertools.islice(planned(), records):
         run_key = RunKey(f"peer-bench-{run:04d}", "arith", "openai/gpt-4o")
         draw = (run * 7919 + index * 104729 + epoch * 1299709 + rewritten * 15485863) % 100
         sample = varied(record(run_key, index, epoch, EPOCHS, SAMPLES_PER_RUN), draw)
         value = codec.encode_sample_result(sample)
+        value_bytes += len(value)
         key = encode_key(run_key, index, epoch)
         produce(producer, topic, key, value, partition_for(run_key, PARTITIONS))
     producer.flush(300)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, value_bytes
 
 
 def records_on(config: ClientConfig, topic: str) -> int:
@@ -183,7 +184,8 @@ def run(python: Path, bootstrap: str, records: int, work: Path) -> int:
     admin = AdminClient(config)  # held: a collected client cancels what it was asked
     admin.create_topics([new])[topic].result(30)
     print(f"writing {records} records ...", flush=True)
-    print(f"  written in {fill(config, topic, records):.0f}s")
+    seconds, value_bytes = fill(config, topic, records)
+    print(f"  written in {seconds:.0f}s, {value_bytes / records:.0f} bytes a value on average")
     total = records_on(config, topic)
     assert total == records, (total, records)
 
