@@ -37,6 +37,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks._kafka import ClientConfig, bootstrap_servers, connection, produce, record
+from benchmarks._results import Goal, Result, add_results_argument, report
 from resultlog.consumers import ReplayResult, replay_all
 from resultlog.schemas import (
     Codec,
@@ -171,13 +172,14 @@ def differences(ours: ReplayResult, peer: dict[str, Any]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
+    add_results_argument(parser)
     args = parser.parse_args()
     python = peer_python()
     with bootstrap_servers() as bootstrap, tempfile.TemporaryDirectory() as work:
-        return run(python, bootstrap, args.records, Path(work))
+        return run(python, bootstrap, args.records, Path(work), args.results)
 
 
-def run(python: Path, bootstrap: str, records: int, work: Path) -> int:
+def run(python: Path, bootstrap: str, records: int, work: Path, results: Path | None) -> int:
     config: ClientConfig = {"bootstrap.servers": bootstrap}
     topic = f"bench-peer-{uuid.uuid4().hex[:8]}"
     new = NewTopic(topic, PARTITIONS, 1, config={"cleanup.policy": "compact"})
@@ -207,6 +209,17 @@ def run(python: Path, bootstrap: str, records: int, work: Path) -> int:
         f"{peer['first_record_s']:.1f}s after its start (group join, state store)"
     )
     found = differences(ours, peer)
+    same = "identical accuracy per run" if not found else "ACCURACY DIFFERS"
+    result = Result(
+        f"fold of {total // 1000}k records vs a Quix Streams app",
+        ours_rate,
+        "rec/s",
+        baseline=peer_rate,
+        baseline_what=f"Quix Streams {QUIXSTREAMS}",
+        goal=Goal(">=", 2.0, on="ratio"),
+        note=same,
+    )
+    report(result, results)
     print(f"identical accuracy per run: {'no' if found else 'yes'} ({len(ours.summaries)} runs)")
     for line in found:
         print(f"  {line}")
