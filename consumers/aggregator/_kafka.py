@@ -27,6 +27,9 @@ def consumer_overrides(session_timeout_ms: int, instance_id: str | None) -> dict
         # Frequent heartbeats: members learn of a rebalance (two rounds when cooperative)
         # sooner, so a joining or leaving instance settles in about a second.
         "heartbeat.interval.ms": min(500, max(100, session_timeout_ms // 10)),
+        # A fetch the broker holds back waits up to fetch.wait.max.ms (500 ms by default) even
+        # when records arrive meanwhile (measured: 1 record in ~10 seen 250-500 ms late).
+        "fetch.wait.max.ms": 10,
     }
     if instance_id is not None:
         # Static membership: a restarted instance takes its partitions back at once.

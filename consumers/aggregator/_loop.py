@@ -33,6 +33,7 @@ __all__ = ["ConsumerLoop"]
 
 log = logging.getLogger(__name__)
 _BATCH = 2000
+_APPLY_CHUNK = 200  # records folded per hold of the state lock
 _IDLE_WAIT_S = 0.02  # also how soon an idle consumer thread serves a reader's request
 _TICK_BUDGET_S = 0.01  # folding for publication per loop iteration, before consuming again
 _ERROR_LOG_EVERY_S = 30.0
@@ -148,9 +149,12 @@ class ConsumerLoop:
                 except RegistryError as exc:
                     unread[partition] = message.offset() or 0
                     self._registry_failed(exc)
+        for start in range(0, len(decoded), _APPLY_CHUNK):
+            # Released between chunks: a reader never waits for a whole batch to be folded.
+            with self._shared.lock:
+                for item in decoded[start : start + _APPLY_CHUNK]:
+                    self._apply(item)
         with self._shared.lock:
-            for item in decoded:
-                self._apply(item)
             for partition, offset in ends:
                 self._state.reached_end(partition, offset)
         self._metrics.consumed.inc(len(decoded))

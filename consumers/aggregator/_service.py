@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -19,7 +18,6 @@ from resultlog.schemas import RunKey, RunSummary
 __all__ = ["Aggregator"]
 
 T = TypeVar("T")
-_FRESH_WAIT_S = 0.5  # how long a reader waits for the consumer thread before folding itself
 _RECORDS_TIMEOUT_S = 20.0  # an HTTP request reading a run's records gives up after this
 
 
@@ -141,15 +139,13 @@ class Aggregator:
         )
 
     def _fresh(self, attempt: Callable[[bool], T | None]) -> T:
-        """Answer from fresh summaries, waiting for the consumer thread to compute stale ones."""
-        deadline = time.monotonic() + _FRESH_WAIT_S
+        """Answer from current summaries, computing stale ones here, under the lock."""
+        # The fold's summary costs O(1) (tens of microseconds): waiting for the consumer
+        # thread to compute it cost a reader up to one poll of that thread (~20 ms).
         with self._shared.computed:
-            while True:
-                late = not self.running or time.monotonic() >= deadline
-                answer = attempt(late)
-                if answer is not None:
-                    return answer
-                self._shared.computed.wait(max(0.0, deadline - time.monotonic()))
+            answer = attempt(True)
+        assert answer is not None  # compute=True always answers
+        return answer
 
     def run_records(self, run_key: RunKey) -> RunRecords:
         """The run key's latest records, read from its partition now (the resume reader): the
