@@ -19,16 +19,27 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from math import lcm
 from typing import NamedTuple
 
-from resultlog.schemas import AsOf, RunKey, RunSummary, SampleResult, ScoreValue, SummaryUsage
+from resultlog.schemas import (
+    AsOf,
+    FoldView,
+    RunKey,
+    RunSummary,
+    SampleResult,
+    ScoreValue,
+    SummaryUsage,
+)
 
 __all__ = ["Contribution", "RunFold", "Shape", "fold"]
 
 _EXP = 1074
 _ONE = 1 << _EXP  # 1.0 as an exact scaled integer
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
 
 
 def _scaled(value: float) -> int:
@@ -77,8 +88,8 @@ class Contribution:
     created_at_ms: int
 
     @classmethod
-    def of(cls, record: SampleResult) -> Contribution:
-        """The contribution of one record."""
+    def of(cls, record: SampleResult | FoldView) -> Contribution:
+        """The contribution of one record, whole or its fold view (both give equal ones)."""
         usage = record.usage
         tokens = Tokens()
         if usage is not None:
@@ -98,7 +109,11 @@ class Contribution:
             spent=record.spent,
             generation_time_ms=record.generation_time_ms or 0,
             shape=Shape(record.epochs, record.dataset_size),
-            created_at_ms=int(record.created_at.timestamp() * 1000),
+            created_at_ms=(
+                record.created_at_ms
+                if isinstance(record, FoldView)
+                else (record.created_at - _EPOCH) // _MILLISECOND
+            ),
         )
 
     @property
@@ -231,13 +246,13 @@ class RunFold:
         """The run's shape: that of its newest record (None while it has no record)."""
         return None if self._newest is None else self._newest.shape
 
-    def apply(self, record: SampleResult) -> None:
+    def apply(self, record: SampleResult | Contribution) -> None:
         """Take a record read in log order: it replaces whatever its key held."""
-        self._put(Contribution.of(record))
+        self._put(_contribution(record))
 
-    def offer(self, record: SampleResult) -> None:
+    def offer(self, record: SampleResult | Contribution) -> None:
         """Take a record seen out of log order: it replaces its key's only if it is newer."""
-        new = Contribution.of(record)
+        new = _contribution(record)
         old = self._latest.get((new.sample_index, new.epoch))
         if old is None or new.precedence() > old.precedence():
             self._put(new)
@@ -325,19 +340,25 @@ class RunFold:
 
 
 def fold(
-    records: Iterable[SampleResult], run_key: RunKey | None = None, as_of: AsOf | None = None
+    records: Iterable[SampleResult | FoldView],
+    run_key: RunKey | None = None,
+    as_of: AsOf | None = None,
 ) -> RunSummary:
-    """Fold one run key's records (in any order, duplicates allowed) into its summary."""
+    """Fold one run key's records or fold views (in any order, duplicates allowed)."""
     folded: RunFold | None = RunFold(run_key) if run_key is not None else None
     for record in records:
         if folded is None:
             folded = RunFold(record.run_key)
         elif record.run_key != folded.run_key:
             raise ValueError(f"record of {record.run_key} folded into {folded.run_key}")
-        folded.offer(record)
+        folded.offer(Contribution.of(record))
     if folded is None:
         raise ValueError("cannot fold no records without a run key")
     return folded.summary(as_of)
+
+
+def _contribution(record: SampleResult | Contribution) -> Contribution:
+    return record if isinstance(record, Contribution) else Contribution.of(record)
 
 
 def _stable(item: Contribution) -> tuple[object, ...]:
