@@ -20,10 +20,6 @@ from benchmarks.codec import best_rates, realistic_record
 from resultlog.consumers.fold import Contribution
 from resultlog.schemas import Codec, shipped_catalog
 
-# What the view must save so that replay can fold at 2x the naive reader (issue 13, goal 3):
-# the naive reader's per-record time is mostly its full decode.
-_GOAL = 3.0
-
 
 def main() -> None:
     """Measure and print the four decoders side by side."""
@@ -59,8 +55,9 @@ def main() -> None:
         print(f"{name:<38}{rate:>12,.0f}{rate / baseline:>11.2f}x")
     view = rates["decode_fold_view"]
     print(
-        f"fold view / full fastavro decode: {view / baseline:.2f}x (goal >= {_GOAL:.1f}x); "
-        f"fold view / decode_sample_result: {view / rates['decode_sample_result']:.2f}x"
+        f"fold view / full fastavro decode: {view / baseline:.2f}x; fold view / "
+        f"decode_sample_result: {view / rates['decode_sample_result']:.2f}x (the goal it serves, "
+        f"replay >= 2x the naive reader, is printed by benchmarks.replay)"
     )
 
 
