@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 from confluent_kafka import Message
 
-from resultlog.consumers._decode import decode_value
+from resultlog.consumers._decode import decode_view
 from resultlog.consumers.dlq import MISROUTED, reason_kind
+from resultlog.consumers.fold import Contribution
 from resultlog.schemas import (
     Codec,
     ConfigurationError,
     DecodeError,
     RecordId,
-    SampleResult,
     decode_key,
     partition_for,
 )
@@ -38,12 +38,12 @@ class Ingested:
     key: bytes | None
     value: bytes | None
     record_id: RecordId | None  # None: the message changes no run (bad or misrouted key)
-    record: SampleResult | None  # None with a record_id: delete the key
+    contribution: Contribution | None  # None with a record_id: delete the key
     poison: Poison | None
 
 
 def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
-    """Decode a message's key, then its value, the way replay and resume do."""
+    """Decode a message's key, then the fold view of its value, the way replay and resume do."""
     topic, partition, offset = (
         message.topic() or "",
         message.partition() or 0,
@@ -52,9 +52,9 @@ def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
     key, value = message.key(), message.value()
 
     def result(
-        record_id: RecordId | None, record: SampleResult | None, poison: Poison | None
+        record_id: RecordId | None, contribution: Contribution | None, poison: Poison | None
     ) -> Ingested:
-        return Ingested(partition, offset, key, value, record_id, record, poison)
+        return Ingested(partition, offset, key, value, record_id, contribution, poison)
 
     try:
         record_id = decode_key(key if key is not None else b"")
@@ -69,12 +69,10 @@ def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
     if value is None:
         return result(record_id, None, None)
     try:
-        record = decode_value(
-            codec, record_id, value, topic=topic, partition=partition, offset=offset
-        )
+        view = decode_view(codec, record_id, value, topic=topic, partition=partition, offset=offset)
     except ConfigurationError:
         raise  # a misconfigured reader stops: good records are never dead-lettered for it
     except DecodeError as exc:
         # The latest value of this key is unusable: the key has no record, as in replay.
         return result(record_id, None, Poison(reason_kind(exc), str(exc)))
-    return result(record_id, record, None)
+    return result(record_id, Contribution.of(view), None)

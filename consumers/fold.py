@@ -23,109 +23,29 @@ from fractions import Fraction
 from math import lcm
 from typing import NamedTuple
 
-from resultlog.schemas import AsOf, RunKey, RunSummary, SampleResult, ScoreValue, SummaryUsage
+from resultlog.consumers._contribution import ONE, Contribution, Pool, Shape
+from resultlog.consumers._contribution import scaled as _scaled
+from resultlog.schemas import AsOf, FoldView, RunKey, RunSummary, SampleResult, SummaryUsage
 
 __all__ = ["Contribution", "RunFold", "Shape", "fold"]
 
-_EXP = 1074
-_ONE = 1 << _EXP  # 1.0 as an exact scaled integer
+_ONE = ONE  # 1.0 as an exact scaled integer
 
 
-def _scaled(value: float) -> int:
-    """`value * 2**1074`, exactly: every finite double is a multiple of 2**-1074."""
-    numerator, denominator = value.as_integer_ratio()
-    return numerator << (_EXP + 1 - denominator.bit_length())
+class _Sample(NamedTuple):
+    """One sample's epochs inside the shape: how many, how many not S, their scaled sum.
 
-
-class Tokens(NamedTuple):
-    """Token counts of one record."""
-
-    input: int = 0
-    output: int = 0
-    total: int = 0
-    reasoning: int = 0
-
-
-class Shape(NamedTuple):
-    """A run's shape: which (sample_index, epoch) belong to it."""
-
-    epochs: int
-    dataset_size: int | None
-
-    def holds(self, sample_index: int, epoch: int) -> bool:
-        """Whether a key lies inside this shape."""
-        size = self.dataset_size
-        return epoch < self.epochs and (size is None or sample_index < size)
-
-
-@dataclass(frozen=True, slots=True)
-class Contribution:
-    """What one record adds to its run's summary; small enough to keep one per key."""
-
-    sample_id: str
-    sample_index: int
-    epoch: int
-    value: ScoreValue
-    numeric: float | None
-    degraded: bool
-    metrics: tuple[tuple[str, float], ...]
-    tokens: Tokens
-    cost: float
-    spent: float
-    generation_time_ms: int
-    shape: Shape
-    created_at_ms: int
-
-    @classmethod
-    def of(cls, record: SampleResult) -> Contribution:
-        """The contribution of one record."""
-        usage = record.usage
-        tokens = Tokens()
-        if usage is not None:
-            tokens = Tokens(
-                usage.input_tokens, usage.output_tokens, usage.total_tokens, usage.reasoning_tokens
-            )
-        return cls(
-            sample_id=record.sample_id,
-            sample_index=record.sample_index,
-            epoch=record.epoch,
-            value=record.score.value,
-            numeric=record.score.numeric,
-            degraded=record.degraded,
-            metrics=tuple(sorted(record.score.metrics.items())),
-            tokens=tokens,
-            cost=record.kept_cost,
-            spent=record.spent,
-            generation_time_ms=record.generation_time_ms or 0,
-            shape=Shape(record.epochs, record.dataset_size),
-            created_at_ms=int(record.created_at.timestamp() * 1000),
-        )
-
-    @property
-    def points(self) -> int | None:
-        """The epoch's value, scaled: `numeric` when set, else C=1, I=0; None for S."""
-        if self.value is ScoreValue.S:
-            return None
-        if self.numeric is not None:
-            return _scaled(self.numeric)
-        return _ONE if self.value is ScoreValue.C else 0
-
-    def newness(self) -> tuple[int, int, int]:
-        """Order of records by age for the run's shape: created_at, then key."""
-        return (self.created_at_ms, self.sample_index, self.epoch)
-
-    def precedence(self) -> tuple[int, bool, tuple[object, ...]]:
-        """Order among two different records of one key seen without offsets: newest wins."""
-        return (self.created_at_ms, not self.degraded, _stable(self))
-
-
-@dataclass(slots=True)
-class _Sample:
-    """One sample's epochs inside the shape: how many, how many not S, their scaled sum."""
+    Immutable and interned: most samples of a run are in one of a few states (e.g. every
+    epoch correct), so they share one object instead of holding their own large integer.
+    """
 
     epochs: int = 0
     kept: int = 0
     points: int = 0
+
+
+_NO_SAMPLE = _Sample()
+_samples: Pool[_Sample] = Pool()
 
 
 @dataclass(slots=True)
@@ -168,18 +88,17 @@ class _Totals:
             del self.metric_counts[name], self.metric_sums[name]
 
     def _sample(self, sample_id: str, points: int | None, sign: int) -> None:
-        sample = self.samples.get(sample_id)
-        if sample is None:
-            sample = self.samples[sample_id] = _Sample()
-        self._count_sample(sample, -1)
-        sample.epochs += sign
-        if points is not None:
-            sample.kept += sign
-            sample.points += sign * points
-        if sample.epochs:
-            self._count_sample(sample, 1)
+        old = self.samples.get(sample_id, _NO_SAMPLE)
+        self._count_sample(old, -1)
+        if points is None:
+            new = _Sample(old.epochs + sign, old.kept, old.points)
         else:
-            del self.samples[sample_id]
+            new = _Sample(old.epochs + sign, old.kept + sign, old.points + sign * points)
+        if new.epochs:
+            self.samples[sample_id] = _samples(new)
+            self._count_sample(new, 1)
+        else:
+            self.samples.pop(sample_id, None)
 
     def _count_sample(self, sample: _Sample, sign: int) -> None:
         """Add or take away one sample's share of the per-sample totals."""
@@ -231,13 +150,13 @@ class RunFold:
         """The run's shape: that of its newest record (None while it has no record)."""
         return None if self._newest is None else self._newest.shape
 
-    def apply(self, record: SampleResult) -> None:
+    def apply(self, record: SampleResult | Contribution) -> None:
         """Take a record read in log order: it replaces whatever its key held."""
-        self._put(Contribution.of(record))
+        self._put(_contribution(record))
 
-    def offer(self, record: SampleResult) -> None:
+    def offer(self, record: SampleResult | Contribution) -> None:
         """Take a record seen out of log order: it replaces its key's only if it is newer."""
-        new = Contribution.of(record)
+        new = _contribution(record)
         old = self._latest.get((new.sample_index, new.epoch))
         if old is None or new.precedence() > old.precedence():
             self._put(new)
@@ -284,7 +203,7 @@ class RunFold:
         )
 
     def _put(self, new: Contribution) -> None:
-        key = (new.sample_index, new.epoch)
+        key = new.key  # shared by every run's contribution of this (sample_index, epoch)
         old = self._latest.get(key)
         if old is not None:
             self._take(old)
@@ -325,31 +244,22 @@ class RunFold:
 
 
 def fold(
-    records: Iterable[SampleResult], run_key: RunKey | None = None, as_of: AsOf | None = None
+    records: Iterable[SampleResult | FoldView],
+    run_key: RunKey | None = None,
+    as_of: AsOf | None = None,
 ) -> RunSummary:
-    """Fold one run key's records (in any order, duplicates allowed) into its summary."""
+    """Fold one run key's records or fold views (in any order, duplicates allowed)."""
     folded: RunFold | None = RunFold(run_key) if run_key is not None else None
     for record in records:
         if folded is None:
             folded = RunFold(record.run_key)
         elif record.run_key != folded.run_key:
             raise ValueError(f"record of {record.run_key} folded into {folded.run_key}")
-        folded.offer(record)
+        folded.offer(Contribution.of(record))
     if folded is None:
         raise ValueError("cannot fold no records without a run key")
     return folded.summary(as_of)
 
 
-def _stable(item: Contribution) -> tuple[object, ...]:
-    """A total order on contributions, so ties between equal timestamps still resolve."""
-    return (
-        item.value.value,
-        item.numeric or 0.0,
-        item.metrics,
-        item.tokens,
-        item.cost,
-        item.spent,
-        item.generation_time_ms,
-        item.shape.epochs,
-        item.shape.dataset_size or 0,
-    )
+def _contribution(record: SampleResult | Contribution) -> Contribution:
+    return record if isinstance(record, Contribution) else Contribution.of(record)

@@ -18,7 +18,7 @@ from resultlog.consumers._ingest import ingest
 from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold, fold
-from resultlog.consumers.resume import read_run_records_to
+from resultlog.consumers.resume import read_run_views_to
 from resultlog.consumers.summaries import SummaryPublisher, latest_summaries
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import AsOf, Codec, RunKey, RunSummary, partition_for
@@ -50,10 +50,10 @@ class ReplayResult:
 
 def replay_run(kafka: KafkaConnection, run_key: RunKey) -> ReplayResult:
     """Recompute one run key's summary from its partition."""
-    (records, undecodable, reasons), offsets = read_run_records_to(kafka, run_key)
+    (views, undecodable, reasons), offsets = read_run_views_to(kafka, run_key)
     as_of = AsOf(computed_at=datetime.now(UTC), source="replay", offsets=offsets)
-    result = ReplayResult(records=len(records), undecodable=undecodable, reasons=dict(reasons))
-    result.summaries[run_key] = fold(records, run_key, as_of)
+    result = ReplayResult(records=len(views), undecodable=undecodable, reasons=dict(reasons))
+    result.summaries[run_key] = fold(views, run_key, as_of)
     if undecodable:
         result.unreadable.add(run_key)
     return result
@@ -109,10 +109,10 @@ class _Replayer:
         else:
             self.bad.setdefault(run_key, set()).add(key)
         folded = self.folds.setdefault(run_key, RunFold(run_key))
-        if item.record is None:  # a tombstone, or an undecodable latest value: the key is gone
+        if item.contribution is None:  # a tombstone, or an undecodable latest value: gone
             folded.remove(*key)
         else:
-            folded.apply(item.record)
+            folded.apply(item.contribution)
 
     def finish(self, as_of: AsOf) -> ReplayResult:
         """The summaries of the runs that have records."""

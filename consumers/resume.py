@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from confluent_kafka import Consumer, KafkaException
 
-from resultlog.consumers._decode import decode_value
+from resultlog.consumers._decode import decode_value, decode_view
 from resultlog.consumers._scan import scan
 from resultlog.consumers.dlq import reason_kind
 from resultlog.consumers.errors import ConsumerError
@@ -22,6 +22,7 @@ from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
     ConfigurationError,
     DecodeError,
+    FoldView,
     RunKey,
     SampleResult,
     decode_key,
@@ -33,15 +34,17 @@ __all__ = [
     "ResumeState",
     "RunRecords",
     "RunStatus",
+    "RunViews",
     "latest_run_values",
     "read_run_records",
-    "read_run_records_to",
+    "read_run_views_to",
     "resume_state",
     "run_keys_of",
     "run_status",
 ]
 
 log = logging.getLogger(__name__)
+_Decoded = TypeVar("_Decoded", SampleResult, FoldView)
 
 
 @dataclass(frozen=True)
@@ -105,40 +108,62 @@ def read_run_records(
     and only the latest value per key is decoded at the end. With `samples` (a chunk's
     range of sample indexes), only the values of those samples' keys are decoded.
     """
-    return _read_run_records(kafka, run_key, timeout_s, samples)[0]
+    return _read_run_records(kafka, run_key, timeout_s, samples)
 
 
 def _read_run_records(
     kafka: KafkaConnection, run_key: RunKey, timeout_s: float, samples: range | None = None
-) -> tuple[RunRecords, int, int]:
-    """The run key's records, its partition and the high watermark they were read up to."""
-    partition, end, latest = _latest_values_to_end(kafka, run_key, timeout_s)
+) -> RunRecords:
+    """The run key's latest records."""
+    partition, _, latest = _latest_values_to_end(kafka, run_key, timeout_s)
+    records, reasons = _decode_latest(kafka, latest, partition, decode_value, samples)
+    return RunRecords(records, reasons.total(), MappingProxyType(dict(reasons)))
+
+
+def _decode_latest(
+    kafka: KafkaConnection,
+    latest: dict[bytes, tuple[int, bytes]],
+    partition: int,
+    decode: Callable[..., _Decoded],
+    samples: range | None = None,
+) -> tuple[list[_Decoded], Counter[str]]:
+    """Decode each key's latest value (of `samples` only, if given); count the undecodable."""
     topic, codec = kafka.results_topic, kafka.codec
-    records: list[SampleResult] = []
+    decoded: list[_Decoded] = []
     reasons: Counter[str] = Counter()
     for raw_key, (offset, value) in latest.items():
         try:
             key = decode_key(raw_key)
             if samples is not None and key.sample_index not in samples:
                 continue
-            records.append(
-                decode_value(codec, key, value, topic=topic, partition=partition, offset=offset)
+            decoded.append(
+                decode(codec, key, value, topic=topic, partition=partition, offset=offset)
             )
         except ConfigurationError:
             raise  # e.g. registry-framed records and no registry: not garbage, a reader to fix
         except DecodeError as exc:
             reasons[reason_kind(exc)] += 1
             log.warning("resume ignores an undecodable record: %s", exc)
-    return RunRecords(records, reasons.total(), MappingProxyType(dict(reasons))), partition, end
+    return decoded, reasons
 
 
-def read_run_records_to(
+class RunViews(NamedTuple):
+    """A run key's latest records as fold views, and how many could not be decoded (by kind)."""
+
+    views: list[FoldView]
+    undecodable: int
+    reasons: Mapping[str, int] = MappingProxyType({})
+
+
+def read_run_views_to(
     kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0
-) -> tuple[RunRecords, dict[str, int]]:
-    """The run key's records and the offsets read up to ({partition: high watermark}), as a
-    summary's `as_of.offsets` names them."""
-    loaded, partition, end = _read_run_records(kafka, run_key, timeout_s)
-    return loaded, {str(partition): end}
+) -> tuple[RunViews, dict[str, int]]:
+    """The fold views of the run key's latest records (only the fields the fold reads are
+    decoded) and the offsets read up to ({partition: high watermark}), as a summary's
+    `as_of.offsets` names them."""
+    partition, end, latest = _latest_values_to_end(kafka, run_key, timeout_s)
+    views, reasons = _decode_latest(kafka, latest, partition, decode_view)
+    return RunViews(views, reasons.total(), MappingProxyType(dict(reasons))), {str(partition): end}
 
 
 def latest_run_values(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from io import BytesIO
 from typing import Any, Generic, NamedTuple, Self, TypeVar, cast
@@ -23,6 +23,7 @@ from resultlog.schemas._catalog import (
 )
 from resultlog.schemas._registry import Registry, SchemaNotFoundError
 from resultlog.schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
+from resultlog.schemas._view import FoldView, ViewPlans, millis_error
 from resultlog.schemas.chunk_task import ChunkTask
 from resultlog.schemas.errors import (
     DecodeError,
@@ -132,18 +133,32 @@ class _RecordCodec(Generic[ModelT]):
 
     def decode(self, raw: bytes, registry: Registry | None, where: Where) -> ModelT:
         """Unframe, read into the reader schema, check the version, validate the contract."""
-        if raw[:_SINGLE_OBJECT_HEADER] == self.header:  # the hot path: our own current schema
-            writer, start = self.reader, _SINGLE_OBJECT_HEADER
-        else:
-            writer, start = self._writer(raw, registry, where)
-        datum = self._read(raw, start, writer, where)
+        writer, start = self._writer_of(raw, registry, where)
+        reader = None if writer is self.reader else self.reader.parsed
+        datum, end = self._read(raw, start, (writer.parsed, reader), writer, where)
+        if end != len(raw):
+            reason = f"{len(raw) - end} trailing bytes after the Avro body"
+            raise _fail(DecodeError, reason, raw, where)
+        return cast(ModelT, self.validate(self._validate, datum, raw, where))
+
+    def read_prefix(
+        self, raw: bytes, registry: Registry | None, where: Where, plans: ViewPlans
+    ) -> dict[str, Any]:
+        """Unframe and read only the leading fields `plans` cut the writer schema to."""
+        writer, start = self._writer_of(raw, registry, where)
+        return self._read(raw, start, plans.plan(writer), writer, where)[0]
+
+    def validate(
+        self, validate: Callable[..., object], datum: dict[str, Any], raw: bytes, where: Where
+    ) -> object:
+        """Check the format version, then validate the datum; failures are located."""
         version = datum.get("format_version")
         if version not in SUPPORTED_FORMAT_VERSIONS:
             known = ", ".join(map(str, sorted(SUPPORTED_FORMAT_VERSIONS)))
             reason = f"unknown format_version {version!r} (this reader knows {known})"
             raise _fail(UnknownFormatVersionError, reason, raw, where)
         try:
-            return cast(ModelT, self._validate(datum, context=TRUSTED_JSON))
+            return validate(datum, context=TRUSTED_JSON)
         except ValidationError as exc:
             errors = exc.errors()
             out_of_range = all(error["type"] in _BOUND_ERRORS for error in errors)
@@ -151,6 +166,14 @@ class _RecordCodec(Generic[ModelT]):
             raise _fail(
                 OutOfRangeError if out_of_range else DecodeError, reason, raw, where
             ) from exc
+
+    def _writer_of(
+        self, raw: bytes, registry: Registry | None, where: Where
+    ) -> tuple[SchemaVersion, int]:
+        """The writer schema of a value and where its body starts."""
+        if raw[:_SINGLE_OBJECT_HEADER] == self.header:  # the hot path: our own current schema
+            return self.reader, _SINGLE_OBJECT_HEADER
+        return self._writer(raw, registry, where)
 
     def _writer(
         self, raw: bytes, registry: Registry | None, where: Where
@@ -218,13 +241,20 @@ class _RecordCodec(Generic[ModelT]):
             raise _fail(UnknownSchemaError, reason, raw, where)
         return writer
 
-    def _read(self, raw: bytes, start: int, writer: SchemaVersion, where: Where) -> dict[str, Any]:
-        """Read the Avro body, resolving an older or newer writer into the reader schema."""
+    def _read(
+        self,
+        raw: bytes,
+        start: int,
+        schemas: tuple[dict[str, Any], dict[str, Any] | None],
+        writer: SchemaVersion,
+        where: Where,
+    ) -> tuple[dict[str, Any], int]:
+        """Read an Avro body with (writer, reader) schemas, resolving another version's; the
+        datum and where it ended."""
         buf = BytesIO(raw)
         buf.seek(start)
-        reader = None if writer is self.reader else self.reader.parsed
         try:
-            datum = schemaless_reader(buf, writer.parsed, reader)
+            datum = schemaless_reader(buf, *schemas)
         except SchemaResolutionError as exc:
             reason = (
                 f"writer schema {_label(writer)} cannot be read as {_label(self.reader)}: {exc}"
@@ -233,12 +263,9 @@ class _RecordCodec(Generic[ModelT]):
         except Exception as exc:
             reason = f"malformed Avro body: {type(exc).__name__}: {exc}"
             raise _fail(DecodeError, reason, raw, where) from exc
-        if buf.tell() != len(raw):
-            reason = f"{len(raw) - buf.tell()} trailing bytes after the Avro body"
-            raise _fail(DecodeError, reason, raw, where)
         if not isinstance(datum, dict):
             raise _fail(DecodeError, "Avro body is not a record", raw, where)
-        return datum
+        return datum, buf.tell()
 
 
 class Codec:
@@ -267,6 +294,8 @@ class Codec:
         self._samples = _RecordCodec(catalog, SAMPLE_RESULT, SampleResult)
         self._summaries = _RecordCodec(catalog, RUN_SUMMARY, RunSummary)
         self._tasks = _RecordCodec(catalog, CHUNK_TASK, ChunkTask)
+        self._views = ViewPlans(self._samples.reader)
+        self._validate_view = FoldView.__pydantic_validator__.validate_python
 
     def close(self) -> None:
         """Close the registry client if this codec created it (a passed-in one is the caller's)."""
@@ -299,6 +328,25 @@ class Codec:
         """Deserialize and validate a record; any failure is a DecodeError carrying the bytes."""
         where = Where(topic, partition, offset)
         return self._samples.decode(_as_bytes(raw, where), self._registry, where)
+
+    def decode_fold_view(
+        self,
+        raw: bytes | bytearray | memoryview | None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> FoldView:
+        """Deserialize and validate only the fields the fold reads (see FoldView): the bytes
+        after them are not read. Failures are the DecodeErrors `decode_sample_result` raises."""
+        where = Where(topic, partition, offset)
+        raw = _as_bytes(raw, where)
+        samples = self._samples
+        datum = samples.read_prefix(raw, self._registry, where, self._views)
+        reason = millis_error(datum)
+        if reason is not None:
+            raise _fail(DecodeError, f"malformed Avro body: {reason}", raw, where)
+        return cast(FoldView, samples.validate(self._validate_view, datum, raw, where))
 
     def encode_run_summary(self, summary: RunSummary, topic: str | None = None) -> bytes:
         """Serialize a summary; `topic` names the registry subject and is required with one."""

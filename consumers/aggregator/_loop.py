@@ -197,10 +197,10 @@ class ConsumerLoop:
     def _apply(self, item: Ingested) -> None:
         if item.record_id is None:
             self._state.advance(item.partition, item.offset)
-        elif item.record is None:
+        elif item.contribution is None:
             self._state.delete(item.partition, item.offset, item.record_id)
         else:
-            self._state.put(item.partition, item.offset, item.record_id, item.record)
+            self._state.put(item.partition, item.offset, item.record_id, item.contribution)
 
     def _dead_letter(self, item: Ingested) -> None:
         first_read = item.offset >= self._scanned.get(item.partition, 0)

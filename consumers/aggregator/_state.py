@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from resultlog.consumers.aggregator._health import Health, PartitionHealth
-from resultlog.consumers.fold import RunFold
+from resultlog.consumers.fold import Contribution, RunFold
 from resultlog.schemas import AsOf, RecordId, RunKey, RunSummary, SampleResult, partition_for
 
 __all__ = [
@@ -145,8 +145,10 @@ class AggregatorState:
         """Forget a partition: its runs are no longer this instance's to serve or publish."""
         self.partitions.pop(partition, None)
 
-    def put(self, partition: int, offset: int, record_id: RecordId, record: SampleResult) -> None:
-        """Apply a decoded record: it replaces whatever its key held."""
+    def put(
+        self, partition: int, offset: int, record_id: RecordId, record: Contribution | SampleResult
+    ) -> None:
+        """Apply a decoded record's contribution: it replaces whatever its key held."""
         state = self.partitions.get(partition)
         if state is None:
             return

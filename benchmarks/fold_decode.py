@@ -1,0 +1,65 @@
+"""Decode throughput of the fold view next to a full decode of the same ~1.7 kB record.
+
+No broker: one realistic chatty record (benchmarks.codec), decoded in a loop. Prints records/s
+of a raw fastavro full decode (no validation: the naive reader's decode, the baseline), of
+`Codec.decode_sample_result` (full decode and validation), of `Codec.decode_fold_view` (only
+the folded fields, validated) and of the fold view plus its `Contribution` (what every folding
+reader does per record), each with its ratio to the baseline.
+
+    .venv/bin/python -m benchmarks.fold_decode [-n 20000] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+from io import BytesIO
+
+from fastavro import schemaless_reader
+
+from benchmarks.codec import best_rates, realistic_record
+from resultlog.consumers.fold import Contribution
+from resultlog.schemas import Codec, shipped_catalog
+
+
+def main() -> None:
+    """Measure and print the four decoders side by side."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=20_000, help="calls per timing")
+    parser.add_argument("--repeats", type=int, default=5, help="alternating rounds")
+    args = parser.parse_args()
+
+    codec = Codec()
+    record = realistic_record()
+    framed = codec.encode_sample_result(record)
+    body = framed[10:]
+    parsed = shipped_catalog().current("resultlog.SampleResult").parsed
+    assert Contribution.of(codec.decode_fold_view(framed)) == Contribution.of(record)
+    rates = best_rates(
+        {
+            "raw fastavro full decode (baseline)": lambda: schemaless_reader(
+                BytesIO(body), parsed, None
+            ),
+            "decode_sample_result": lambda: codec.decode_sample_result(framed),
+            "decode_fold_view": lambda: codec.decode_fold_view(framed),
+            "decode_fold_view + Contribution": lambda: Contribution.of(
+                codec.decode_fold_view(framed)
+            ),
+        },
+        args.n,
+        args.repeats,
+    )
+    baseline = rates["raw fastavro full decode (baseline)"]
+    print(f"# one record of {len(framed)} bytes framed, {len(record.messages)} messages")
+    print(f"{'decoder':<38}{'records/s':>12}{'/ baseline':>12}")
+    for name, rate in rates.items():
+        print(f"{name:<38}{rate:>12,.0f}{rate / baseline:>11.2f}x")
+    view = rates["decode_fold_view"]
+    print(
+        f"fold view / full fastavro decode: {view / baseline:.2f}x; fold view / "
+        f"decode_sample_result: {view / rates['decode_sample_result']:.2f}x (the goal it serves, "
+        f"replay >= 2x the naive reader, is printed by benchmarks.replay)"
+    )
+
+
+if __name__ == "__main__":
+    main()

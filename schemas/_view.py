@@ -1,0 +1,181 @@
+"""The fold view: the leading fields of a SampleResult that the fold reads, decoded alone.
+
+Avro reads a record's fields in order, so reading a value with its writer schema cut after
+the last field the fold needs decodes that prefix and leaves the rest of the bytes unread.
+Schema v2 puts every folded field first (format_version ... score, then error), so the view
+never touches messages, input, target, metadata or config. The prefix is validated by the
+same constrained types as `SampleResult`; the bytes after it are not read, so not validated.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, Self
+
+import fastavro
+from pydantic import model_validator
+
+from resultlog.schemas._catalog import SchemaVersion
+from resultlog.schemas._types import (
+    Cost,
+    Frozen,
+    Index,
+    Millis,
+    NonEmptyStr,
+    PositiveIndex,
+)
+from resultlog.schemas.models import RecordError, RecordStatus, Score, Usage
+from resultlog.schemas.runkey import RunKey
+
+__all__ = ["FOLD_FIELDS", "FoldView", "ViewPlan", "ViewPlans", "millis_error"]
+
+FOLD_FIELDS: Final = (
+    "format_version",
+    "run_id",
+    "benchmark_id",
+    "model",
+    "sample_index",
+    "epoch",
+    "sample_id",
+    "status",
+    "created_at",
+    "epochs",
+    "dataset_size",
+    "usage",
+    "generation_time_ms",
+    "attempts",
+    "spent_cost",
+    "config_fingerprint",
+    "score",
+    "error",
+)
+"""The SampleResult fields a fold view holds, in schema v2's order (its first 18 fields).
+
+`error` is not folded, but reading it (one null byte in a completed record) keeps the rule
+"error is set exactly when status is degraded" checked.
+"""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DAY_MS = 86_400_000
+# The instants a datetime holds: outside them the full decode's timestamp-millis read fails.
+_FIRST_MS: Final = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH).days * _DAY_MS
+_LAST_MS: Final = ((datetime(9999, 12, 31, tzinfo=UTC) - _EPOCH).days + 1) * _DAY_MS - 1
+
+
+def millis_error(datum: dict[str, Any]) -> str | None:
+    """Move `created_at` to `created_at_ms`; why it is no datetime, if it is not one."""
+    millis = datum["created_at_ms"] = datum.pop("created_at")
+    if type(millis) is int and _FIRST_MS <= millis <= _LAST_MS:
+        return None
+    return f"created_at {millis!r} ms is not a datetime (year 1 to 9999)"
+
+
+class FoldView(Frozen):
+    """The fields of a SampleResult the fold reads, validated as a SampleResult validates them.
+
+    Read by `Codec.decode_fold_view`. `created_at_ms` is the record's `created_at` as the
+    wire holds it (milliseconds since the epoch). What follows `error` in the record is
+    neither read nor validated: `Codec.decode_sample_result` gives the whole record.
+    """
+
+    format_version: Literal[1] = 1
+    run_id: NonEmptyStr
+    benchmark_id: NonEmptyStr
+    model: NonEmptyStr
+    sample_index: Index
+    epoch: Index
+    sample_id: NonEmptyStr
+    status: RecordStatus
+    created_at_ms: int
+    epochs: PositiveIndex
+    dataset_size: Index | None = None
+    usage: Usage | None = None
+    generation_time_ms: Millis | None = None
+    attempts: Index | None = None
+    spent_cost: Cost | None = None
+    config_fingerprint: NonEmptyStr | None = None
+    score: Score
+    error: RecordError | None = None
+
+    @model_validator(mode="after")
+    def _check_invariants(self) -> Self:
+        """SampleResult's cross-field rules that involve only the view's fields."""
+        if self.epoch >= self.epochs:
+            raise ValueError(f"epoch must be < epochs (epoch={self.epoch}, epochs={self.epochs})")
+        if self.dataset_size is not None and self.sample_index >= self.dataset_size:
+            raise ValueError(
+                f"sample_index must be < dataset_size "
+                f"(sample_index={self.sample_index}, dataset_size={self.dataset_size})"
+            )
+        if (self.status is RecordStatus.DEGRADED) != (self.error is not None):
+            raise ValueError("error is required when status is 'degraded', and only then")
+        if self.spent_cost is not None and self.spent_cost < self.kept_cost:
+            raise ValueError(
+                f"spent_cost must be >= usage.total_cost, which it includes "
+                f"(spent_cost={self.spent_cost}, usage.total_cost={self.kept_cost})"
+            )
+        return self
+
+    @property
+    def run_key(self) -> RunKey:
+        """The run this record belongs to."""
+        return RunKey(self.run_id, self.benchmark_id, self.model)
+
+    @property
+    def degraded(self) -> bool:
+        """True for an outcome synthesized from an error."""
+        return self.status is RecordStatus.DEGRADED
+
+    @property
+    def kept_cost(self) -> float:
+        """The cost of the attempt this record keeps (its usage)."""
+        return self.usage.total_cost if self.usage is not None else 0.0
+
+    @property
+    def spent(self) -> float:
+        """What this key has cost so far: spent_cost, or the kept cost for a v1 record."""
+        return self.kept_cost if self.spent_cost is None else self.spent_cost
+
+
+ViewPlan = tuple[dict[str, Any], dict[str, Any] | None]
+"""How to read a view out of one writer's bytes: the cut writer schema and the reader schema
+(None when the writer is the current version, read as it is)."""
+
+
+def _parsed(definition: dict[str, Any]) -> dict[str, Any]:
+    """A record schema parsed by fastavro."""
+    parsed = fastavro.parse_schema(definition)
+    assert isinstance(parsed, dict)  # a record's definition parses to a record
+    return parsed
+
+
+def _cut(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """A record schema cut after its last fold field, `created_at` read as a plain long."""
+    cut = copy.deepcopy(dict(definition))
+    fields = cut["fields"]
+    last = max((i for i, f in enumerate(fields) if f["name"] in FOLD_FIELDS), default=-1)
+    cut["fields"] = fields[: last + 1]
+    for item in cut["fields"]:
+        if item["name"] == "created_at" and isinstance(item["type"], dict):
+            item["type"] = "long"  # same bytes; the view keeps the wire's milliseconds
+    return cut
+
+
+class ViewPlans:
+    """One read plan per writer schema met, all resolving into the current version's prefix."""
+
+    def __init__(self, reader: SchemaVersion) -> None:
+        names = [f["name"] for f in reader.definition["fields"]]
+        if tuple(names[: len(FOLD_FIELDS)]) != FOLD_FIELDS:
+            raise ValueError(f"{reader.name} v{reader.version} does not lead with the fold fields")
+        self.reader = _parsed(_cut(reader.definition))
+        self._plans: dict[bytes, ViewPlan] = {reader.fingerprint: (self.reader, None)}
+
+    def plan(self, writer: SchemaVersion) -> ViewPlan:
+        """How to read the view out of this writer's bytes (an older or newer version too)."""
+        plan = self._plans.get(writer.fingerprint)
+        if plan is None:
+            plan = self._plans[writer.fingerprint] = (_parsed(_cut(writer.definition)), self.reader)
+        return plan
