@@ -48,7 +48,7 @@ _ROWS_PER_PIECE = 4096  # about 0.5 MB with short sample ids and one metric
 _MAX_PIECE_BYTES = 900_000  # under message.max.bytes (1,000,000) of producers and brokers
 _SWAP = sys.byteorder != "little"
 
-RunRows = tuple[RunKey, Sequence[Contribution]]
+RunRows = tuple[RunKey, list[Contribution]]
 
 
 class CheckpointError(ValueError):
@@ -280,7 +280,7 @@ def _columns(index: int, chunk: list[RunRows]) -> dict[str, Any]:
         "epoch": _pack("q", [item.epoch for item in rows]),
         "value_symbols": values,
         "value": _pack("B", value_index),
-        "numeric": _pack("d", [item.numeric or 0.0 for item in rows]),
+        "numeric": _pack("d", [0.0 if item.numeric is None else item.numeric for item in rows]),
         "numeric_set": _pack("B", [item.numeric is not None for item in rows]),
         "degraded": _pack("B", [item.degraded for item in rows]),
         "metric_count": _pack("q", [len(item.metrics) for item in rows]),
@@ -301,6 +301,10 @@ def _columns(index: int, chunk: list[RunRows]) -> dict[str, Any]:
     }
 
 
+def _optional(values: list[Any], present: list[int]) -> list[Any]:
+    return [value if is_set else None for value, is_set in zip(values, present, strict=True)]
+
+
 def _rows(body: dict[str, Any]) -> list[RunRows]:
     """The runs' contributions of a piece's body, field by field."""
     n = len(body["sample_id"])
@@ -315,9 +319,11 @@ def _rows(body: dict[str, Any]) -> list[RunRows]:
     if sum(col["metric_count"]) != len(metric_names):
         raise CheckpointError("the metric counts do not add up to the metric columns")
     symbols = [ScoreValue(symbol) for symbol in body["value_symbols"]]
-    numeric = [v if is_set else None for v, is_set in zip(col["numeric"], col["numeric_set"])]
-    sizes = [v if is_set else None for v, is_set in zip(col["dataset_size"], col["dataset_size_set"])]
-    shapes: dict[tuple[int, int | None], Shape] = {}
+    numeric = _optional(col["numeric"], col["numeric_set"])
+    sizes = _optional(col["dataset_size"], col["dataset_size_set"])
+    shape_keys = list(zip(col["epochs"], sizes, strict=True))
+    distinct = {key: Shape(*key) for key in set(shape_keys)}  # one object per shape
+    shapes = [distinct[key] for key in shape_keys]
     metrics: list[tuple[tuple[str, float], ...]] = []
     cursor = 0
     for count in col["metric_count"]:
@@ -337,18 +343,18 @@ def _rows(body: dict[str, Any]) -> list[RunRows]:
             cost=cost,
             spent=spent,
             generation_time_ms=generation_time_ms,
-            shape=shapes.get((epochs, size)) or shapes.setdefault((epochs, size), Shape(epochs, size)),
+            shape=shape,
             created_at_ms=created_at_ms,
         )
         for (
             sample_id, sample_index, epoch, value, numeric_value, degraded, item_metrics,
             input_tokens, output_tokens, total_tokens, reasoning_tokens, cost, spent,
-            generation_time_ms, epochs, size, created_at_ms,
+            generation_time_ms, shape, created_at_ms,
         ) in zip(
             body["sample_id"], col["sample_index"], col["epoch"], col["value"], numeric,
             col["degraded"], metrics, col["input_tokens"], col["output_tokens"],
             col["total_tokens"], col["reasoning_tokens"], col["cost"], col["spent"],
-            col["generation_time_ms"], col["epochs"], sizes, col["created_at_ms"], strict=True,
+            col["generation_time_ms"], shapes, col["created_at_ms"], strict=True,
         )
     ]  # fmt: skip
     runs: list[RunRows] = []
