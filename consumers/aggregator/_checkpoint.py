@@ -95,8 +95,7 @@ class Checkpoints:
             self._writer.adopt(partition, item.generation, item.stale)
             outcome = item.outcome
             if isinstance(outcome, Unusable):
-                low, high = bounds[partition]
-                self._ignored(partition, outcome, empty=high is not None and high <= low)
+                self._ignored(partition, outcome)
                 self._covered[partition] = (max(bounds[partition][0], 0), now)
                 continue
             restored[partition] = outcome
@@ -162,9 +161,10 @@ class Checkpoints:
             self._covered[snapshot.partition] = (snapshot.next_offset, now)
             self._writer.submit(snapshot)
 
-    def _ignored(self, partition: int, unusable: Unusable, *, empty: bool) -> None:
+    def _ignored(self, partition: int, unusable: Unusable) -> None:
         self._metrics.checkpoints_ignored.labels(reason=unusable.reason).inc()
-        level = logging.INFO if empty and unusable.reason == "missing" else logging.WARNING
+        # A partition never checkpointed (a first start) is no fault: no warning for it.
+        level = logging.INFO if unusable.reason == "missing" else logging.WARNING
         log.log(
             level,
             "ignoring the checkpoint of %s[%d] (%s): %s; reading the partition from its start",
