@@ -242,6 +242,19 @@ class RunFold:
     def _newest_of_all(self) -> Contribution | None:
         return max(self._latest.values(), key=Contribution.newness, default=None)
 
+    def contributions(self) -> list[Contribution]:
+        """The latest contribution of every key: all a checkpoint needs to `restore` the fold."""
+        return list(self._latest.values())
+
+    @classmethod
+    def restore(cls, run_key: RunKey, contributions: Iterable[Contribution]) -> RunFold:
+        """The fold holding these contributions (one per key), exactly as if applied."""
+        restored = cls(run_key)
+        # Newest first: the shape is set once, so no contribution moves the totals twice.
+        for item in sorted(contributions, key=Contribution.newness, reverse=True):
+            restored._put(item)
+        return restored
+
 
 def fold(
     records: Iterable[SampleResult | FoldView],

@@ -90,9 +90,11 @@ def role_acls(
         ]
     if role is Role.AGGREGATOR:
         # Folds results as a group member (committing nothing), writes summaries and dead
-        # letters; replay reads results too.
+        # letters, writes and reads back its checkpoints; replay reads results too.
         return [
             topic(settings.results_topic, "READ"),
+            topic(settings.checkpoints_topic, "WRITE"),
+            topic(settings.checkpoints_topic, "READ"),
             topic(settings.summaries_topic, "WRITE"),
             topic(settings.dlq_topic, "WRITE"),
             consumer_group(group or settings.aggregator_group),

@@ -97,13 +97,15 @@ class TopicLayout:
 
 
 def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
-    """The topics of DESIGN.md: compacted results, summaries and leases, a deleting DLQ."""
+    """The topics of DESIGN.md: compacted results, summaries, leases and aggregator
+    checkpoints, a deleting DLQ."""
     compacted = TopicLayout(settings.partitions, "compact")
     return {
         settings.results_topic: compacted,
         settings.summaries_topic: compacted,
         settings.dlq_topic: TopicLayout(settings.partitions, "delete"),
         settings.leases_topic: compacted,
+        settings.checkpoints_topic: compacted,
     }
 
 
@@ -136,6 +138,11 @@ class KafkaConnection:
     def dlq_topic(self) -> str:
         """The dead-letter topic."""
         return self.settings.dlq_topic
+
+    @property
+    def checkpoints_topic(self) -> str:
+        """The compacted topic of the aggregator's fold checkpoints."""
+        return self.settings.checkpoints_topic
 
     @property
     def work_topic(self) -> str:

@@ -62,6 +62,12 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("RESULTLOG_API_KEY", "OPENROUTER_API_KEY")
     )
     aggregator_group: str = "resultlog-aggregator"
+    # The aggregator's compacted checkpoints of its fold state, so a partition assignment
+    # restores one and reads only the tail of the log. A partition is checkpointed after
+    # this many new records, or this many seconds after new input, and when it is revoked.
+    checkpoints_topic: str = "resultlog.aggregator-checkpoints"
+    checkpoint_every_records: int = Field(default=100_000, ge=1)
+    checkpoint_interval_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
 
     work_topic: str = "resultlog.work"
     work_dlq_topic: str = "resultlog.work.dlq"

@@ -31,6 +31,10 @@ _LEASES_CONFIG = {
     "delete.retention.ms": str(60 * 60 * 1000),
 }
 
+# A checkpoint is rewritten every few minutes and its old pieces tombstoned: the same short
+# segments keep the topic near one checkpoint per partition, so a restore reads little.
+_CHECKPOINTS_CONFIG = {**_LEASES_CONFIG, "segment.bytes": str(64 * 1024 * 1024)}
+
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -66,6 +70,7 @@ def topic_specs(
     large = {"max.message.bytes": str(settings.max_message_bytes)}
     own = {settings.results_topic: large, settings.dlq_topic: large}
     own[settings.leases_topic] = _LEASES_CONFIG
+    own[settings.checkpoints_topic] = _CHECKPOINTS_CONFIG
     replicas = settings.replication_factor
     deleting = {**base, "cleanup.policy": "delete"}
     work = [

@@ -20,6 +20,7 @@ from resultlog.schemas.errors import SchemaError
 SAMPLE_RESULT = "resultlog.SampleResult"
 RUN_SUMMARY = "resultlog.RunSummary"
 CHUNK_TASK = "resultlog.ChunkTask"
+AGGREGATOR_CHECKPOINT = "resultlog.AggregatorCheckpoint"  # the aggregator's own, not a model
 MODEL_VERSIONS: Mapping[str, int] = MappingProxyType(
     {SAMPLE_RESULT: 2, RUN_SUMMARY: 2, CHUNK_TASK: 1}
 )

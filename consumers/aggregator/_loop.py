@@ -19,6 +19,7 @@ from confluent_kafka import (
 )
 
 from resultlog.consumers._ingest import Ingested, ingest
+from resultlog.consumers.aggregator._checkpoint import Checkpoints
 from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
@@ -77,6 +78,7 @@ class ConsumerLoop:
                 kafka, on_published=metrics.published.inc, on_failure=self._publish_failed
             )
             self._watcher = SummaryWatcher(kafka)
+            self._checkpoints = Checkpoints.open(kafka, metrics, results, consumer)
             shared.state = AggregatorState(num_partitions=results)
             consumer.subscribe(
                 [self.topic],
@@ -99,6 +101,8 @@ class ConsumerLoop:
             while not self._stopping.is_set():
                 wait = min(_IDLE_WAIT_S, max(0.0, next_tick - time.monotonic()))
                 self._handle(self._receive(wait))
+                if self._checkpoints is not None:
+                    self._checkpoints.write_due(self._shared)
                 self._reconcile()
                 self._compute_wanted()
                 self._publisher.poll()
@@ -303,6 +307,8 @@ class ConsumerLoop:
         except (KafkaException, RuntimeError) as exc:
             log.warning("closing the consumer: %s", exc)
         self._watcher.close()
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         self._publisher.flush(10.0)
         self._dlq.flush(10.0)
 
@@ -323,21 +329,29 @@ class ConsumerLoop:
         if any(p >= self._state.num_partitions for p in fresh):
             self._check_layout(now=True)  # the topic grew: its run keys map elsewhere now
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
+        restored = self._checkpoints.restore(bounds) if self._checkpoints is not None else {}
         with self._shared.lock:
             self._state.joined = True
             for partition, (low, high) in bounds.items():
-                self._state.assign(partition, low, high)
+                found = restored.get(partition)
+                if found is None:
+                    self._state.assign(partition, low, high)
+                else:
+                    self._state.restore(partition, high, found.next_offset, found.folds)
         self._metrics.rebuilds.inc(len(fresh))
-        if fresh:
-            log.info("rebuilding partitions %s of %s", fresh, self.topic)
-        consumer.incremental_assign(
-            [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in fresh]
-        )
+        rebuilt = [p for p in fresh if p not in restored]
+        if rebuilt:
+            log.info("rebuilding partitions %s of %s", rebuilt, self.topic)
+        starts = {p: OFFSET_BEGINNING for p in rebuilt}
+        starts.update({p: found.next_offset for p, found in restored.items()})
+        consumer.incremental_assign([TopicPartition(self.topic, p, o) for p, o in starts.items()])
         self._watcher.assign(fresh)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {p.partition for p in partitions}
         self._publish_changed(gone)
+        if self._checkpoints is not None:
+            self._checkpoints.write_now(self._shared, gone)
         self._drop(gone)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

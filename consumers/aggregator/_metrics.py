@@ -13,9 +13,15 @@ from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.dlq import REASON_KINDS
 from resultlog.schemas import RunKey
 
-__all__ = ["AggregatorMetrics", "RunSpend"]
+__all__ = ["CHECKPOINT_IGNORED", "AggregatorMetrics", "RunSpend"]
 
 _PREFIX = "resultlog_aggregator"
+
+# Why a partition's checkpoint was not used (the reasons of `_checkpoint_read.Unusable`).
+CHECKPOINT_IGNORED = (
+    "missing", "corrupt", "incomplete", "foreign", "beyond_end", "truncated", "stale",
+    "unreadable",
+)  # fmt: skip
 
 # Each served run's key and its spend in USD (every attempt: the summary's spent_cost).
 RunSpend = Callable[[], Iterable[tuple[RunKey, float]]]
@@ -104,7 +110,40 @@ class AggregatorMetrics:
         )
         self.rebuilds = Counter(
             f"{_PREFIX}_rebuilds",
-            "Partition assignments, each re-folding the partition from its beginning.",
+            "Partition assignments (each restores a checkpoint or re-folds from the beginning).",
+            registry=self.registry,
+        )
+        self.checkpoints_restored = Counter(
+            f"{_PREFIX}_checkpoints_restored",
+            "Partition assignments that restored a checkpoint and read only the tail.",
+            registry=self.registry,
+        )
+        self.checkpoints_ignored = Counter(
+            f"{_PREFIX}_checkpoints_ignored",
+            "Partition assignments that found no usable checkpoint, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in CHECKPOINT_IGNORED:
+            self.checkpoints_ignored.labels(reason=reason)
+        self.checkpoints_written = Counter(
+            f"{_PREFIX}_checkpoints_written",
+            "Checkpoints of a partition written completely (pieces, then header).",
+            registry=self.registry,
+        )
+        self.checkpoint_failures = Counter(
+            f"{_PREFIX}_checkpoint_failures",
+            "Checkpoints that could not be written (the previous one stays valid).",
+            registry=self.registry,
+        )
+        self.checkpoint_write_seconds = Counter(
+            f"{_PREFIX}_checkpoint_write_seconds",
+            "Time the checkpoint thread spent encoding and writing checkpoints.",
+            registry=self.registry,
+        )
+        self.checkpoint_snapshot_seconds = Counter(
+            f"{_PREFIX}_checkpoint_snapshot_seconds",
+            "Time the consumer thread spent taking snapshots for checkpoints (under the lock).",
             registry=self.registry,
         )
         self.registry.register(_StateCollector(snapshot))

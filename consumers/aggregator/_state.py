@@ -141,6 +141,18 @@ class AggregatorState:
         state.caught_up = high is not None and high <= start
         self.partitions[partition] = state
 
+    def restore(
+        self, partition: int, high: int | None, next_offset: int, folds: dict[RunKey, RunFold]
+    ) -> None:
+        """Start folding a partition from a checkpoint: its folds cover the offsets below
+        `next_offset`. Every run is published once caught up, as after a full rebuild."""
+        known_high = high if high is not None else next_offset
+        state = PartitionState(partition, next_offset, high, max(known_high, next_offset))
+        state.caught_up = high is not None and high <= next_offset
+        state.runs = {run_key: _Run(fold) for run_key, fold in folds.items()}
+        state.dirty = set(folds)
+        self.partitions[partition] = state
+
     def revoke(self, partition: int) -> None:
         """Forget a partition: its runs are no longer this instance's to serve or publish."""
         self.partitions.pop(partition, None)

@@ -17,6 +17,7 @@ SETTINGS = Settings(
     summaries_topic="s",
     dlq_topic="d",
     leases_topic="l",
+    checkpoints_topic="c",
     aggregator_group="agg",
     work_topic="w",
     work_dlq_topic="wd",
@@ -49,6 +50,8 @@ def test_the_aggregator_reads_results_and_writes_summaries_and_dead_letters() ->
         ("topic", "r", "READ"),
         ("topic", "s", "WRITE"),
         ("topic", "d", "WRITE"),
+        ("topic", "c", "WRITE"),
+        ("topic", "c", "READ"),
         ("group", "agg", "READ"),
     }
     assert ("group", "other", "READ") in _rules(Role.AGGREGATOR, "other")

@@ -29,6 +29,7 @@ def _settings(kafka_bootstrap: str, unique_name: str, partitions: int) -> Settin
         summaries_topic=f"{unique_name}.summaries",
         dlq_topic=f"{unique_name}.dlq",
         leases_topic=f"{unique_name}.leases",
+        checkpoints_topic=f"{unique_name}.checkpoints",
         work_topic=f"{unique_name}.work",
         work_dlq_topic=f"{unique_name}.work.dlq",
         partitions=partitions,
@@ -40,9 +41,10 @@ def test_creates_five_topics_with_their_configs_idempotently(
 ) -> None:
     settings = _settings(kafka_bootstrap, unique_name, partitions=4)
     first = ensure_topics(KafkaConnection(settings), topic_specs(settings))
-    assert [o.created for o in first] == [True] * 6  # results, summaries, DLQ, leases, work x2
+    # results, summaries, DLQ, leases, checkpoints, work x2
+    assert [o.created for o in first] == [True] * 7
     again = ensure_topics(KafkaConnection(settings), topic_specs(settings))
-    assert [o.created for o in again] == [False] * 6
+    assert [o.created for o in again] == [False] * 7
 
     metadata = admin.list_topics(timeout=10).topics
     for name in settings.topic_names():
@@ -52,6 +54,7 @@ def test_creates_five_topics_with_their_configs_idempotently(
     assert _config(admin, settings.dlq_topic)["cleanup.policy"] == "delete"
     assert _config(admin, settings.results_topic)["min.insync.replicas"] == "1"
     assert _config(admin, settings.leases_topic)["cleanup.policy"] == "compact"
+    assert _config(admin, settings.checkpoints_topic)["cleanup.policy"] == "compact"
     assert _config(admin, settings.results_topic)["max.message.bytes"] == str(8 * 1024 * 1024)
 
 

@@ -33,6 +33,7 @@ def test_work_topics_delete_and_may_grow(
         summaries_topic=f"{unique_name}.summaries",
         dlq_topic=f"{unique_name}.dlq",
         leases_topic=f"{unique_name}.leases",
+        checkpoints_topic=f"{unique_name}.checkpoints",
         work_topic=f"{unique_name}.work",
         work_dlq_topic=f"{unique_name}.work.dlq",
         partitions=2,

@@ -9,6 +9,7 @@ import pytest
 
 from resultlog.schemas import SchemaCatalog, SchemaError, shipped_catalog
 from resultlog.schemas._catalog import (
+    AGGREGATOR_CHECKPOINT,
     CHUNK_TASK,
     RUN_SUMMARY,
     SAMPLE_RESULT,
@@ -21,6 +22,7 @@ def test_shipped_catalog_is_parsed_once() -> None:
     assert shipped_catalog() is shipped_catalog()
     names = [(v.name, v.version) for v in shipped_catalog().all()]
     assert names == [
+        (AGGREGATOR_CHECKPOINT, 1),
         (CHUNK_TASK, 1),
         (RUN_SUMMARY, 1),
         (RUN_SUMMARY, 2),
@@ -80,9 +82,11 @@ def test_bad_schema_files_are_refused(
 
 def test_from_directory_loads_every_file(tmp_path: Path) -> None:
     for version in shipped_catalog().all():
-        stem = {SAMPLE_RESULT: "sample_result", RUN_SUMMARY: "run_summary"}.get(
-            version.name, "chunk_task"
-        )
+        stem = {
+            SAMPLE_RESULT: "sample_result",
+            RUN_SUMMARY: "run_summary",
+            AGGREGATOR_CHECKPOINT: "aggregator_checkpoint",
+        }.get(version.name, "chunk_task")
         (tmp_path / f"{stem}.v{version.version}.avsc").write_text(version.text)
     loaded = SchemaCatalog.from_directory(tmp_path)
     assert [v.fingerprint for v in loaded.all()] == [v.fingerprint for v in shipped_catalog().all()]

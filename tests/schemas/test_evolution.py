@@ -25,6 +25,7 @@ from resultlog.schemas import (
     shipped_catalog,
 )
 from resultlog.schemas._catalog import (
+    AGGREGATOR_CHECKPOINT,
     CHUNK_TASK,
     MODEL_VERSIONS,
     RUN_SUMMARY,
@@ -56,6 +57,10 @@ RELEASED = {
     (CHUNK_TASK, 1): (
         "0013949bfe8322be",
         "21599d3317287374761fbd76c56470a3916eccb457eba41212012fce62a62a65",
+    ),
+    (AGGREGATOR_CHECKPOINT, 1): (
+        "fd96d581b292536b",
+        "8d61b6fee0882146592bba1f0ddf7a7f44f98e0af9ce6fcdb3d93e0ac280b21c",
     ),
 }
 
@@ -110,7 +115,7 @@ def test_shipped_files_are_named_and_numbered_consistently() -> None:
         stem = path.name.split(".")[0]
         assert version.name == "resultlog." + stem.title().replace("_", "")
         stems.setdefault(stem, []).append(version.version)
-    assert sorted(stems) == ["chunk_task", "run_summary", "sample_result"]
+    assert sorted(stems) == ["aggregator_checkpoint", "chunk_task", "run_summary", "sample_result"]
     for versions in stems.values():
         assert sorted(versions) == list(range(1, len(versions) + 1))
 

@@ -43,6 +43,7 @@ def topic_settings(
         summaries_topic=f"{name}.run-summaries",
         dlq_topic=f"{name}.sample-results.dlq",
         leases_topic=f"{name}.leases",
+        checkpoints_topic=f"{name}.checkpoints",
         work_topic=f"{name}.work",
         work_dlq_topic=f"{name}.work.dlq",
         aggregator_group=f"{name}.aggregator",

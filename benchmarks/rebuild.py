@@ -1,0 +1,237 @@
+"""Aggregator rebuild: start to every run served, from the whole log and from a checkpoint.
+
+For each record count: fill a fresh results topic with realistic records (about 1.7 kB, runs
+of 1000 samples x 2 epochs), time the naive raw reader on it (consume + full fastavro decode),
+then `resultlog aggregator` child processes, each timed from spawn to /healthz ready and
+`GET /runs` listing every run:
+(a) a fresh checkpoints topic: the whole log is read; once caught up it checkpoints (the
+    checkpoint's cost is read from its /metrics), then stops cleanly;
+(b) `--tail` more records written, then a restart that restores the checkpoint and reads the
+    tail only.
+The goal: the 1M rebuild under 3x the 100k one. Uses RESULTLOG_BOOTSTRAP_SERVERS, or starts a
+local broker in a temporary directory. Figures on a shared machine are noisy upper bounds.
+
+    .venv/bin/python -m benchmarks.rebuild [--records 100000,1000000] [--tail 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+
+import httpx
+from confluent_kafka import Producer, TopicPartition
+
+from benchmarks._kafka import ClientConfig, bootstrap_servers, produce, record
+from benchmarks.replay import EPOCHS, PARTITIONS, SAMPLES_PER_RUN, fill, raw_consume_and_decode
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import Codec, RunKey, encode_key, partition_for
+from resultlog.settings import Settings
+from resultlog.topics import ensure_topics
+
+GOAL_GROWTH = 3.0  # the 1M rebuild under 3x the 100k one
+_READY_TIMEOUT_S = 1800.0
+_METRIC = "resultlog_aggregator_"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One record count's timings, in seconds."""
+
+    records: int
+    raw_s: float
+    full_s: float
+    restored_s: float
+    checkpoint_write_s: float
+    checkpoint_snapshot_s: float
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure each record count and print the figures, the baseline and the goal."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", default="100000,1000000", help="comma-separated counts")
+    parser.add_argument("--tail", type=int, default=1000, help="records after the checkpoint")
+    args = parser.parse_args(argv)
+    counts = [int(n) for n in args.records.split(",")]
+    with bootstrap_servers() as bootstrap:
+        results = [measure(bootstrap, count, args.tail) for count in counts]
+    _report(results, args.tail)
+    return 0
+
+
+def measure(bootstrap: str, records: int, tail: int) -> Figures:
+    """Fill fresh topics with `records`, then time the raw reader, (a) and (b)."""
+    settings = _settings(bootstrap)
+    ensure_topics(KafkaConnection(settings))
+    config: ClientConfig = dict(settings.client_config())
+    print(f"writing {records} records ...", flush=True)
+    print(f"  written in {fill(config, settings.results_topic, records):.0f}s", flush=True)
+    started = time.perf_counter()
+    raw_consume_and_decode(config, settings.results_topic)
+    raw_s = time.perf_counter() - started
+    runs = -(-records // (SAMPLES_PER_RUN * EPOCHS))
+    full_s, child, url = _until_served(settings, runs)
+    try:
+        written = _wait_metric(url, "checkpoints_written_total", _filled(settings))
+        write_s = _metric(written, "checkpoint_write_seconds_total")
+        snapshot_s = _metric(written, "checkpoint_snapshot_seconds_total")
+    finally:
+        _stop(child)
+    _write_tail(config, settings.results_topic, tail)
+    restored_s, child, _ = _until_served(settings, runs + 1)
+    _stop(child)
+    KafkaConnection(settings).admin().delete_topics(list(_topics(settings)))
+    return Figures(records, raw_s, full_s, restored_s, write_s, snapshot_s)
+
+
+def _settings(bootstrap: str) -> Settings:
+    name = f"bench-rebuild-{uuid.uuid4().hex[:8]}"
+    return Settings(
+        bootstrap_servers=bootstrap,
+        results_topic=f"{name}.results",
+        summaries_topic=f"{name}.summaries",
+        dlq_topic=f"{name}.dlq",
+        leases_topic=f"{name}.leases",
+        checkpoints_topic=f"{name}.checkpoints",
+        work_topic=f"{name}.work",
+        work_dlq_topic=f"{name}.work.dlq",
+        aggregator_group=f"{name}.aggregator",
+        partitions=PARTITIONS,
+        checkpoint_interval_s=1.0,  # checkpoint as soon as caught up, not after a minute
+    )
+
+
+def _topics(settings: Settings) -> tuple[str, ...]:
+    return (
+        *settings.topic_names(),
+        settings.leases_topic,
+        settings.checkpoints_topic,
+        settings.work_topic,
+        settings.work_dlq_topic,
+    )
+
+
+def _until_served(settings: Settings, runs: int) -> tuple[float, subprocess.Popen[str], str]:
+    """Spawn an aggregator; seconds until it is ready and lists `runs` runs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
+    for name, value in settings.model_dump(exclude_none=True).items():
+        env[f"RESULTLOG_{name.upper()}"] = str(value)
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "resultlog.cli", "aggregator", "--http", "127.0.0.1:0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    url = line.split()[-1] if line.startswith("aggregator serving ") else ""
+    if not url.startswith("http://"):
+        raise SystemExit(f"the aggregator did not start (exit {child.wait(10)})")
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    while not _serves(url, runs):
+        if time.monotonic() > deadline or child.poll() is not None:
+            raise SystemExit("the aggregator never served every run")
+        time.sleep(0.05)
+    return time.perf_counter() - started, child, url
+
+
+def _filled(settings: Settings) -> int:
+    """How many results partitions hold records (each gets a checkpoint)."""
+    kafka = KafkaConnection(settings)
+    reader = kafka.reader()
+    try:
+        return sum(
+            reader.get_watermark_offsets(TopicPartition(settings.results_topic, p), 10)[1] > 0
+            for p in range(PARTITIONS)
+        )
+    finally:
+        reader.close()
+
+
+def _serves(url: str, runs: int) -> bool:
+    try:
+        if httpx.get(url + "/healthz", timeout=5).status_code != 200:
+            return False
+        listing = httpx.get(url + "/runs", params={"limit": 1}, timeout=30)
+    except httpx.HTTPError:
+        return False
+    total: str | None = listing.headers.get("X-Total-Count")
+    return total == str(runs)
+
+
+def _wait_metric(url: str, name: str, at_least: float) -> str:
+    """The /metrics text once `name` reaches `at_least`."""
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    while True:
+        text = httpx.get(url + "/metrics", timeout=10).text
+        if _metric(text, name) >= at_least or time.monotonic() > deadline:
+            return text
+        time.sleep(0.2)
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(_METRIC + name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def _stop(child: subprocess.Popen[str]) -> None:
+    child.send_signal(signal.SIGTERM)
+    try:
+        child.wait(120)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait(10)
+
+
+def _write_tail(config: ClientConfig, topic: str, tail: int) -> None:
+    """`tail` records of one new run, written after the checkpoint."""
+    codec = Codec()
+    producer = Producer({**config, "linger.ms": 20, "compression.type": "zstd"})
+    run_key = RunKey(f"rebuild-tail-{uuid.uuid4().hex[:6]}", "arith", "openai/gpt-4o")
+    partition = partition_for(run_key, PARTITIONS)
+    for i in range(tail):
+        index, epoch = divmod(i, EPOCHS)
+        value = codec.encode_sample_result(record(run_key, index, epoch, EPOCHS, tail // EPOCHS))
+        produce(producer, topic, encode_key(run_key, index, epoch), value, partition)
+    producer.flush(60)
+
+
+def _report(results: list[Figures], tail: int) -> None:
+    print(
+        f"{'records':>9} {'raw read':>9} {'(a) full':>9} {'(b) ckpt':>9} {'(b)/raw':>8} "
+        f"{'ckpt write':>11} {'snapshot':>9}"
+    )
+    for f in results:
+        print(
+            f"{f.records:>9} {f.raw_s:>8.1f}s {f.full_s:>8.1f}s {f.restored_s:>8.1f}s "
+            f"{f.raw_s / f.restored_s:>7.2f}x {f.checkpoint_write_s:>10.2f}s "
+            f"{f.checkpoint_snapshot_s:>8.3f}s"
+        )
+    print(
+        f"(a): a fresh checkpoints topic, the whole log read; (b): restore the checkpoint, read "
+        f"a tail of {tail}; raw: consume + full fastavro decode; (b)/raw > 1: faster than raw. "
+        "ckpt write: the checkpoint thread's time for one checkpoint of every partition; "
+        "snapshot: the consumer thread's (the only stall)"
+    )
+    by_count = {f.records: f for f in results}
+    small, large = by_count.get(100_000), by_count.get(1_000_000)
+    if small is not None and large is not None:
+        growth = large.restored_s / small.restored_s
+        verdict = "met" if growth < GOAL_GROWTH else "NOT met"
+        print(
+            f"goal: the 1M rebuild under {GOAL_GROWTH:g}x the 100k one: {verdict} "
+            f"({growth:.2f}x with checkpoints; {large.full_s / small.full_s:.2f}x without)"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
