@@ -24,18 +24,30 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 from confluent_kafka import Producer, TopicPartition
 
-from benchmarks._kafka import ClientConfig, bootstrap_servers, produce, record
-from benchmarks.replay import EPOCHS, PARTITIONS, SAMPLES_PER_RUN, fill, raw_consume_and_decode
+from benchmarks._kafka import (
+    FILL_EPOCHS,
+    FILL_RUN_RECORDS,
+    ClientConfig,
+    bootstrap_servers,
+    fill_runs,
+    produce,
+    raw_consume_and_decode,
+    record,
+)
+from benchmarks._results import Goal, Result, add_results_argument, report
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import Codec, RunKey, encode_key, partition_for
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
 
 GOAL_GROWTH = 3.0  # the 1M rebuild under 3x the 100k one
+PARTITIONS = 6
+EPOCHS = FILL_EPOCHS
 _READY_TIMEOUT_S = 1800.0
 _METRIC = "resultlog_aggregator_"
 
@@ -57,11 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", default="100000,1000000", help="comma-separated counts")
     parser.add_argument("--tail", type=int, default=1000, help="records after the checkpoint")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.records.split(",")]
     with bootstrap_servers() as bootstrap:
         results = [measure(bootstrap, count, args.tail) for count in counts]
     _report(results, args.tail)
+    _to_table(results, args.results)
     return 0
 
 
@@ -71,11 +85,12 @@ def measure(bootstrap: str, records: int, tail: int) -> Figures:
     ensure_topics(KafkaConnection(settings))
     config: ClientConfig = dict(settings.client_config())
     print(f"writing {records} records ...", flush=True)
-    print(f"  written in {fill(config, settings.results_topic, records):.0f}s", flush=True)
+    seconds = fill_runs(config, settings.results_topic, PARTITIONS, records)
+    print(f"  written in {seconds:.0f}s", flush=True)
     started = time.perf_counter()
-    raw_consume_and_decode(config, settings.results_topic)
+    raw_consume_and_decode(config, settings.results_topic, PARTITIONS)
     raw_s = time.perf_counter() - started
-    runs = -(-records // (SAMPLES_PER_RUN * EPOCHS))
+    runs = -(-records // FILL_RUN_RECORDS)
     full_s, child, url = _until_served(settings, runs)
     try:
         written = _wait_metric(url, "checkpoints_written_total", _filled(settings))
@@ -231,6 +246,25 @@ def _report(results: list[Figures], tail: int) -> None:
             f"goal: the 1M rebuild under {GOAL_GROWTH:g}x the 100k one: {verdict} "
             f"({growth:.2f}x with checkpoints; {large.full_s / small.full_s:.2f}x without)"
         )
+
+
+def _to_table(results: list[Figures], table: Path | None) -> None:
+    """The rebuilds as lines of bench.sh's final table: times against the raw read."""
+    raw = "raw read (consume + fastavro)"
+    for figures in results:
+        count = f"{figures.records // 1000}k"
+        what = f"aggregator rebuild, whole log, {count}"
+        report(Result(what, figures.full_s, "s", figures.raw_s, raw), table)
+        what = f"aggregator rebuild, checkpoint + tail, {count}"
+        # At least 1.5x the raw reader's speed: at most 1/1.5 of its time.
+        goal = Goal("<=", 1 / 1.5, on="ratio")
+        report(Result(what, figures.restored_s, "s", figures.raw_s, raw, goal), table)
+    by_count = {f.records: f for f in results}
+    small, large = by_count.get(100_000), by_count.get(1_000_000)
+    if small is not None and large is not None:
+        what = "rebuild from a checkpoint, 1M vs 100k"
+        goal = Goal("<", GOAL_GROWTH, on="ratio")
+        report(Result(what, large.restored_s, "s", small.restored_s, "100k", goal), table)
 
 
 if __name__ == "__main__":

@@ -23,11 +23,11 @@ from fractions import Fraction
 from math import lcm
 from typing import NamedTuple
 
-from resultlog.consumers._contribution import ONE, Contribution, Pool, Shape
+from resultlog.consumers._contribution import ONE, Contribution, Pool, Shape, Tokens
 from resultlog.consumers._contribution import scaled as _scaled
 from resultlog.schemas import AsOf, FoldView, RunKey, RunSummary, SampleResult, SummaryUsage
 
-__all__ = ["Contribution", "RunFold", "Shape", "fold"]
+__all__ = ["Contribution", "RunFold", "Shape", "Tokens", "fold"]
 
 _ONE = ONE  # 1.0 as an exact scaled integer
 

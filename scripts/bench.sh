@@ -19,7 +19,7 @@ if $quick; then
   latency_args=(--rates 1000,10000 --seconds 5)
   ingest_args=(--records 100000)
   write_args=(--rounds 2)
-  rebuild_args=() peer_args=(--records 100000) memory_args=() fold_args=()
+  rebuild_args=(--records 100000) peer_args=(--records 100000) memory_args=() fold_args=()
   modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory write_path)
 else
   echo "make bench: about 20 minutes on an idle 2-core machine (100k and 1M records; scale-out)"
@@ -28,7 +28,7 @@ else
   latency_args=(--rates 1000,10000 --seconds 15)
   ingest_args=(--records 200000)
   write_args=(--rounds 3 --profile)
-  rebuild_args=() peer_args=(--records 100000) memory_args=() fold_args=()
+  rebuild_args=(--records 100000,1000000) peer_args=(--records 100000) memory_args=() fold_args=()
   modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory peer_quix
     write_path scale)
 fi

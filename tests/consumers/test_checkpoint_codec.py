@@ -60,7 +60,7 @@ def _bits(items: list[Contribution]) -> list[tuple[object, ...]]:
             tuple(tuple(bits(v) for v in pair) for pair in item.metrics)
             if name == "metrics"
             else bits(getattr(item, name))
-            for name in Contribution.__dataclass_fields__
+            for name in Contribution.FIELDS
         )
         for item in items
     )
