@@ -16,6 +16,7 @@ import gc
 import tracemalloc
 
 from benchmarks._kafka import record
+from benchmarks._results import Goal, Result, add_results_argument, report
 from resultlog.consumers import RunFold
 from resultlog.consumers.fold import Contribution
 from resultlog.schemas import Codec, RunKey, SampleResult, Usage
@@ -69,12 +70,15 @@ def main() -> None:
     """Measure and print bytes per record for both kinds of records."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
+    add_results_argument(parser)
     args = parser.parse_args()
     print(f"{'records (' + str(args.records) + ')':<40}{'bytes/record':>14}  goal")
     for label, distinct in (("benchmark records", False), ("every outcome distinct", True)):
         held = bytes_per_record(records(args.records, distinct))
         verdict = "ok" if held < GOAL_BYTES else "OVER"
         print(f"{label:<40}{held:>14.0f}  {verdict} (< {GOAL_BYTES} B)")
+        what = f"aggregator memory per record, {label}"
+        report(Result(what, held, "B", goal=Goal("<", GOAL_BYTES)), args.results)
 
 
 if __name__ == "__main__":
