@@ -12,6 +12,8 @@ local broker with the launcher in a temporary directory.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import sys
 import time
 import uuid
@@ -26,6 +28,7 @@ from benchmarks._kafka import (
 )
 from benchmarks._results import Goal, Result, add_results_argument, report
 from resultlog.consumers import replay_all
+from resultlog.kafka import KafkaConnection
 
 PARTITIONS = 6
 GOAL = Goal(">=", 2.0, on="ratio")
@@ -37,6 +40,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", default="100000,1000000", help="comma-separated counts")
     parser.add_argument("--topic", help="a topic of fill runs to top up (shared with resume)")
+    parser.add_argument("--profile", action="store_true", help="then profile one replay_all")
     add_results_argument(parser)
     args = parser.parse_args()
     counts = sorted(int(n) for n in args.records.split(","))
@@ -44,7 +48,19 @@ def main() -> int:
         topic = args.topic or f"bench-replay-{uuid.uuid4().hex[:8]}"
         for count in counts:
             report(measure(bootstrap, topic, count), args.results)
+        if args.profile:
+            _profile(connection(bootstrap, topic, PARTITIONS))
     return 0
+
+
+def _profile(kafka: KafkaConnection) -> None:
+    """Where replay_all's time goes: the functions with the most time of their own."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    replay_all(kafka)
+    profiler.disable()
+    print("replay_all under cProfile, by own time:")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(12)
 
 
 def measure(bootstrap: str, topic: str, records: int) -> Result:

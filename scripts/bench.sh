@@ -23,7 +23,7 @@ if $quick; then
   modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory write_path)
 else
   echo "make bench: about 20 minutes on an idle 2-core machine (100k and 1M records; scale-out)"
-  replay_args=(--records 100000,1000000 --topic "$shared_topic")
+  replay_args=(--records 100000,1000000 --topic "$shared_topic" --profile)
   resume_args=(--others 1000000 --others-topic "$shared_topic")
   latency_args=(--rates 1000,10000 --seconds 15)
   ingest_args=(--records 200000)
