@@ -28,10 +28,12 @@ from resultlog.consumers.replay import (
     replay_run,
 )
 from resultlog.consumers.resume import (
+    LoadedViews,
     ResumeState,
     RunRecords,
     RunStatus,
     read_run_records,
+    read_run_views,
     resume_state,
     run_keys_of,
     run_status,
@@ -48,6 +50,7 @@ __all__ = [
     "Lease",
     "LeaseError",
     "LeaseHeldError",
+    "LoadedViews",
     "PublishReport",
     "PurgeError",
     "ReplayResult",
@@ -64,6 +67,7 @@ __all__ = [
     "purge_run",
     "read_key_histories",
     "read_run_records",
+    "read_run_views",
     "replay_all",
     "replay_run",
     "resume_state",

@@ -7,8 +7,9 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from confluent_kafka import Consumer, KafkaException
 
@@ -16,7 +17,7 @@ from resultlog.consumers._decode import decode_value, decode_view
 from resultlog.consumers._scan import scan
 from resultlog.consumers.dlq import reason_kind
 from resultlog.consumers.errors import ConsumerError
-from resultlog.consumers.fold import RunFold
+from resultlog.consumers.fold import Contribution, RunFold
 from resultlog.consumers.work import WorkProgress
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
@@ -26,17 +27,20 @@ from resultlog.schemas import (
     RunKey,
     SampleResult,
     decode_key,
+    encode_key,
     partition_for,
     run_key_prefix,
 )
 
 __all__ = [
+    "LoadedViews",
     "ResumeState",
     "RunRecords",
     "RunStatus",
     "RunViews",
     "latest_run_values",
     "read_run_records",
+    "read_run_views",
     "read_run_views_to",
     "resume_state",
     "run_keys_of",
@@ -45,25 +49,29 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _Decoded = TypeVar("_Decoded", SampleResult, FoldView)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
-class ResumeState:
-    """What a worker may skip and what seeds its accumulator."""
+class ResumeState(Generic[_Decoded]):
+    """What a worker may skip and what seeds its accumulator (whole records or fold views)."""
 
-    seeds: tuple[SampleResult, ...] = ()
-    degraded: tuple[SampleResult, ...] = ()
+    seeds: tuple[_Decoded, ...] = ()
+    degraded: tuple[_Decoded, ...] = ()
     out_of_range: int = 0
     undecodable: int = 0
     skip_list: frozenset[tuple[int, int]] = field(default_factory=frozenset)
 
     @classmethod
-    def of(cls, records: list[SampleResult], epochs: int, undecodable: int = 0) -> ResumeState:
+    def of(
+        cls, records: list[_Decoded], epochs: int, undecodable: int = 0
+    ) -> ResumeState[_Decoded]:
         """Sort a run key's latest records into seeds, degraded ones and ignored ones."""
         records = _latest_per_key(records)
         in_range = [r for r in records if 0 <= r.epoch < epochs]
         seeds = tuple(r for r in in_range if not r.degraded)
-        return cls(
+        return ResumeState(
             seeds=seeds,
             degraded=tuple(r for r in in_range if r.degraded),
             out_of_range=len(records) - len(in_range),
@@ -80,18 +88,25 @@ class RunRecords(NamedTuple):
     reasons: Mapping[str, int] = MappingProxyType({})
 
 
-def _latest_per_key(records: list[SampleResult]) -> list[SampleResult]:
+def _latest_per_key(records: list[_Decoded]) -> list[_Decoded]:
     """One record per (sample_index, epoch): a store may repeat a key; the newest wins."""
-    latest: dict[tuple[int, int], SampleResult] = {}
+    latest: dict[tuple[int, int], _Decoded] = {}
     for record in records:
         key = (record.sample_index, record.epoch)
         old = latest.get(key)
-        if old is None or (record.created_at, not record.degraded) > (
-            old.created_at,
+        if old is None or (_created_us(record), not record.degraded) > (
+            _created_us(old),
             not old.degraded,
         ):
             latest[key] = record
     return list(latest.values())
+
+
+def _created_us(record: SampleResult | FoldView) -> int:
+    """A record's created_at in microseconds since the epoch (a view's wire milliseconds)."""
+    if isinstance(record, FoldView):
+        return record.created_at_ms * 1000
+    return (record.created_at - _EPOCH) // _MICROSECOND
 
 
 def read_run_records(
@@ -153,6 +168,51 @@ class RunViews(NamedTuple):
     views: list[FoldView]
     undecodable: int
     reasons: Mapping[str, int] = MappingProxyType({})
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedViews:
+    """A run key's latest records as fold views; any one of them can be decoded whole.
+
+    Keeps each view's raw value (far smaller than a decoded record) for `full`, so that a
+    reader which needs a few whole records (a configuration to name) decodes only those.
+    """
+
+    records: list[FoldView]
+    undecodable: int
+    reasons: Mapping[str, int]
+    _full: Callable[[FoldView], SampleResult] = field(repr=False)
+
+    def full(self, view: FoldView) -> SampleResult:
+        """The whole record the view was read from."""
+        return self._full(view)
+
+
+def read_run_views(
+    kafka: KafkaConnection,
+    run_key: RunKey,
+    *,
+    timeout_s: float = 30.0,
+    samples: range | None = None,
+) -> LoadedViews:
+    """`read_run_records`, decoding only each latest record's fold view (see LoadedViews)."""
+    partition, _, latest = _latest_values_to_end(kafka, run_key, timeout_s)
+    views, reasons = _decode_latest(kafka, latest, partition, decode_view, samples)
+    topic, codec = kafka.results_topic, kafka.codec
+
+    def full(view: FoldView) -> SampleResult:
+        key = encode_key(run_key, view.sample_index, view.epoch)
+        offset, value = latest[key]
+        return decode_value(
+            codec,
+            decode_key(key),
+            value,
+            topic=topic,
+            partition=partition,
+            offset=offset,
+        )
+
+    return LoadedViews(views, reasons.total(), MappingProxyType(dict(reasons)), full)
 
 
 def read_run_views_to(
@@ -223,10 +283,10 @@ def _run_key_or_none(raw: bytes) -> RunKey | None:
 
 def resume_state(
     kafka: KafkaConnection, run_key: RunKey, epochs: int, *, timeout_s: float = 30.0
-) -> ResumeState:
-    """Read the run key's records and sort them into a ResumeState."""
-    records, undecodable, _ = read_run_records(kafka, run_key, timeout_s=timeout_s)
-    return ResumeState.of(records, epochs, undecodable)
+) -> ResumeState[FoldView]:
+    """Read the fold views of the run key's records and sort them into a ResumeState."""
+    loaded = read_run_views(kafka, run_key, timeout_s=timeout_s)
+    return ResumeState.of(loaded.records, epochs, loaded.undecodable)
 
 
 def _latest_values(
@@ -281,17 +341,18 @@ def run_status(
     With chunk tasks of the run on the work topic, it also says which chunks the worker
     `group` (default: the settings' work group) has done, is running, or has yet to start.
     """
-    loaded = read_run_records(kafka, run_key)
+    loaded = read_run_views(kafka, run_key)
     folded = RunFold(run_key)
-    for record in loaded.records:
-        folded.offer(record)
+    for view in loaded.records:
+        folded.offer(Contribution.of(view))
     shape = folded.shape
     state = ResumeState.of(
         loaded.records, epochs or (shape.epochs if shape else 1), loaded.undecodable
     )
     summary = folded.summary()
-    configured = [record for record in loaded.records if record.config is not None]
-    newest = max(configured, key=lambda record: record.created_at, default=None)
+    # config and config_fingerprint are set together (a SampleResult rule)
+    configured = [view for view in loaded.records if view.config_fingerprint is not None]
+    newest = max(configured, key=lambda view: view.created_at_ms, default=None)
     return RunStatus(
         run_key=run_key,
         records=len(loaded.records),
@@ -302,7 +363,7 @@ def run_status(
         out_of_range=state.out_of_range,
         undecodable=state.undecodable,
         spent_cost=summary.spent_cost,
-        config=_config_of(newest),
+        config=_config_of(_whole(loaded, newest)),
         config_fingerprint=newest.config_fingerprint if newest is not None else None,
         configs=len({record.config_fingerprint for record in configured}),
         unconfigured=len(loaded.records) - len(configured),
@@ -310,6 +371,17 @@ def run_status(
             kafka, run_key, loaded.records, group or kafka.settings.work_group
         ),
     )
+
+
+def _whole(loaded: LoadedViews, view: FoldView | None) -> SampleResult | None:
+    """The whole record of a view; None (and a warning) if its bytes after the view are bad."""
+    if view is None:
+        return None
+    try:
+        return loaded.full(view)
+    except DecodeError as exc:
+        log.warning("status cannot read the configuration of the newest record: %s", exc)
+        return None
 
 
 def _config_of(record: SampleResult | None) -> dict[str, object] | None:

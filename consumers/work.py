@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException
 from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection
-from resultlog.schemas import ChunkTask, DecodeError, RunKey, SampleResult, run_key_prefix
+from resultlog.schemas import ChunkTask, DecodeError, FoldView, RunKey, SampleResult, run_key_prefix
 
 __all__ = ["ChunkProgress", "ChunkState", "LocatedTask", "WorkProgress", "read_run_tasks"]
 
@@ -74,7 +74,7 @@ class WorkProgress:
         cls,
         kafka: KafkaConnection,
         run_key: RunKey,
-        records: Sequence[SampleResult],
+        records: Sequence[SampleResult | FoldView],
         group: str,
     ) -> WorkProgress | None:
         """The run's chunk progress; None when it has no task (or there is no work topic)."""
@@ -144,7 +144,9 @@ def _newest_per_chunk(located: list[LocatedTask]) -> list[LocatedTask]:
     return [newest[index] for index in sorted(newest) if index < chunks]
 
 
-def _progress(item: LocatedTask, done: bool, records: Sequence[SampleResult]) -> ChunkProgress:
+def _progress(
+    item: LocatedTask, done: bool, records: Sequence[SampleResult | FoldView]
+) -> ChunkProgress:
     task = item.task
     durable = sum(
         task.start <= record.sample_index < task.end and record.epoch < task.epochs

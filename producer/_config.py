@@ -12,14 +12,14 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from resultlog.producer.benchmarks import Benchmark, Sample, _Limited
 from resultlog.producer.errors import ProducerError
-from resultlog.schemas import RunKey, SampleResult
+from resultlog.schemas import DecodeError, FoldView, RunKey, SampleResult
 
 __all__ = [
     "ConfigChangedError",
@@ -114,12 +114,21 @@ def config_fields(config: RunConfig | None) -> dict[str, Any]:
 
 
 def check_config(
-    run_key: RunKey, config: RunConfig, records: Iterable[SampleResult], *, accept: bool = False
+    run_key: RunKey,
+    config: RunConfig,
+    records: Iterable[SampleResult | FoldView],
+    *,
+    accept: bool = False,
+    whole: Callable[[FoldView], SampleResult] | None = None,
 ) -> int:
     """Refuse records of another configuration (unless `accept`); warn once about records
-    without one (schema v1) and return how many there are."""
+    without one (schema v1) and return how many there are.
+
+    Fold views are compared by fingerprint; `whole` decodes the one record whose
+    configuration the error names (without it, a view's differences go unnamed).
+    """
     others: Counter[str] = Counter()
-    example: dict[str, SampleResult] = {}
+    example: dict[str, SampleResult | FoldView] = {}
     unfingerprinted = 0
     for record in records:
         fingerprint = record.config_fingerprint
@@ -130,7 +139,7 @@ def check_config(
             example.setdefault(fingerprint, record)
     if others and not accept:
         common, count = others.most_common(1)[0]
-        differing = _differences(config, example[common].config)
+        differing = _differences(config, _config_text(example[common], whole))
         raise ConfigChangedError(
             f"{run_key}: {count} durable record(s) were made under another configuration "
             f"({differing}); use a new run id, or `resultlog run --accept-config-change` "
@@ -150,6 +159,21 @@ def check_config(
             unfingerprinted,
         )
     return unfingerprinted
+
+
+def _config_text(
+    record: SampleResult | FoldView, whole: Callable[[FoldView], SampleResult] | None
+) -> str | None:
+    """A record's configuration text, decoding a view's whole record (None if it cannot)."""
+    if isinstance(record, SampleResult):
+        return record.config
+    if whole is None:
+        return None
+    try:
+        return whole(record).config
+    except DecodeError as exc:
+        log.warning("%s: cannot read a durable record's configuration: %s", record.run_key, exc)
+        return None
 
 
 def dataset_sha256(samples: Sequence[Sample]) -> str:

@@ -15,7 +15,15 @@ from resultlog.producer._config import RunConfig, config_fields
 from resultlog.producer._scorers import Scored
 from resultlog.producer.benchmarks import Sample
 from resultlog.producer.model_client import Completion
-from resultlog.schemas import TRUSTED_JSON, RecordStatus, RunKey, SampleResult, ScoreValue, Worker
+from resultlog.schemas import (
+    TRUSTED_JSON,
+    FoldView,
+    RecordStatus,
+    RunKey,
+    SampleResult,
+    ScoreValue,
+    Worker,
+)
 
 __all__ = [
     "INPUT_REF",
@@ -38,7 +46,7 @@ class Bill(NamedTuple):
 
 
 def bill_after(
-    before: SampleResult | None,
+    before: SampleResult | FoldView | None,
     attempt_costs: Sequence[float],
     *,
     least_attempts: int = 0,

@@ -6,11 +6,13 @@ import asyncio
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
-from resultlog.consumers import ResumeState, RunFold
+from resultlog.consumers import LoadedViews, ResumeState, RunFold, RunRecords
+from resultlog.consumers.fold import Contribution
 from resultlog.producer._budget import Budget
 from resultlog.producer._config import RunConfig, check_config, run_config
 from resultlog.producer._degraded import persist_degraded
@@ -30,6 +32,7 @@ from resultlog.producer.model_client import Completion, ModelClient, classify_mo
 from resultlog.producer.store import NoopResultStore, ResultStore
 from resultlog.schemas import (
     ConfigurationError,
+    FoldView,
     RunKey,
     RunSummary,
     SampleResult,
@@ -49,6 +52,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Solver = Callable[[Benchmark, Sample], Awaitable[Completion]]
+_Durable = SampleResult | FoldView  # a record as the store loaded it: whole or its fold view
 
 
 @dataclass(frozen=True)
@@ -72,13 +76,23 @@ class RunResult:
     """
 
     summary: RunSummary
-    records: tuple[SampleResult, ...]
+    written: tuple[SampleResult, ...]
     skipped: int
     evaluated: int
     degraded: int
     spent: float = 0.0
     saved: float = 0.0
     unstarted: int = 0
+    # Resume reads fold views: the skipped records are decoded whole only if `records` is read.
+    skipped_records: Callable[[], Sequence[SampleResult]] = field(
+        default=tuple, repr=False, compare=False
+    )
+
+    @cached_property
+    def records(self) -> tuple[SampleResult, ...]:
+        """The range's records: the durable ones skipped and this run's writes, by key."""
+        records = (*self.skipped_records(), *self.written)
+        return tuple(sorted(records, key=lambda r: (r.sample_index, r.epoch)))
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -163,6 +177,30 @@ async def run_benchmark(
         return await execution.run(samples, resume, max_concurrency)
 
 
+def _wholes(
+    seeds: Sequence[_Durable], whole: Callable[[FoldView], SampleResult] | None
+) -> Callable[[], list[SampleResult]]:
+    """What decodes the whole records of the seeds, when asked."""
+
+    def decode() -> list[SampleResult]:
+        if whole is None:  # the store loaded whole records
+            return [seed for seed in seeds if isinstance(seed, SampleResult)]
+        return [seed if isinstance(seed, SampleResult) else whole(seed) for seed in seeds]
+
+    return decode
+
+
+def _in_chunk(
+    loaded: RunRecords | LoadedViews, indexes: set[int], epochs: int
+) -> ResumeState[SampleResult] | ResumeState[FoldView]:
+    """The resume state of the chunk's samples among the loaded records."""
+    if isinstance(loaded, LoadedViews):
+        views = [r for r in loaded.records if r.sample_index in indexes]
+        return ResumeState.of(views, epochs, loaded.undecodable)
+    records = [r for r in loaded.records if r.sample_index in indexes]
+    return ResumeState.of(records, epochs, loaded.undecodable)
+
+
 class _Execution:
     """One call of run_benchmark: its state while pairs settle."""
 
@@ -189,12 +227,15 @@ class _Execution:
         self.spent_now = Fraction(0)  # what this run's pairs added to their keys' spend
         self.progress = Progress(0, 0, 0, 0)
         self.durable = RunFold(run.run_key)  # the run key's log as this run knows it
-        self.previous: dict[tuple[int, int], SampleResult] = {}  # the keys' latest records
+        self.previous: dict[tuple[int, int], _Durable] = {}  # the keys' latest records
+        self.whole: Callable[[FoldView], SampleResult] | None = None  # a loaded view's record
         self.most_spent = 0.0  # the most one key of the log has cost
         self.read_failed = False
         self.budget: Budget | None = None
 
-    async def resume(self, indexes: set[int], accept_config_change: bool) -> ResumeState:
+    async def resume(
+        self, indexes: set[int], accept_config_change: bool
+    ) -> ResumeState[SampleResult] | ResumeState[FoldView]:
         """The durable state of this chunk; on a failed read, warn and evaluate everything.
 
         Durable records of another configuration stop the run here, before any model call.
@@ -207,14 +248,21 @@ class _Execution:
         except Exception as exc:  # any other failure to read means: evaluate everything
             log.warning("resume read failed, evaluating every pair: %s", exc)
             self.read_failed = True
-            return ResumeState()
+            return ResumeState[FoldView]()
+        if isinstance(loaded, LoadedViews):
+            self.whole = loaded.full
         if run.config is not None:
-            check_config(run.run_key, run.config, loaded.records, accept=accept_config_change)
+            check_config(
+                run.run_key,
+                run.config,
+                loaded.records,
+                accept=accept_config_change,
+                whole=self.whole,
+            )
         for record in loaded.records:
-            self.durable.offer(record)
+            self.durable.offer(Contribution.of(record))
             self.most_spent = max(self.most_spent, record.spent)
-        in_chunk = [record for record in loaded.records if record.sample_index in indexes]
-        state = ResumeState.of(in_chunk, run.epochs, loaded.undecodable)
+        state = _in_chunk(loaded, indexes, run.epochs)
         self.previous = {(r.sample_index, r.epoch): r for r in (*state.seeds, *state.degraded)}
         return state
 
@@ -229,7 +277,10 @@ class _Execution:
         return Budget(limit_usd, spent=spent, estimate=self.most_spent, probe=concurrency)
 
     async def run(
-        self, samples: Sequence[Sample], resume: ResumeState, max_concurrency: int
+        self,
+        samples: Sequence[Sample],
+        resume: ResumeState[SampleResult] | ResumeState[FoldView],
+        max_concurrency: int,
     ) -> RunResult:
         """Evaluate the pairs not in the skip-list, then persist the degraded outcomes."""
         pending = [
@@ -253,15 +304,14 @@ class _Execution:
             self.durable.apply(record)
         return RunResult(
             summary=self.durable.summary(),
-            records=tuple(
-                sorted((*resume.seeds, *written), key=lambda r: (r.sample_index, r.epoch))
-            ),
+            written=written,
             skipped=len(resume.seeds),
             evaluated=started,
             degraded=len(degraded.written),
             spent=float(self.spent_now),
             saved=math.fsum(record.kept_cost for record in resume.seeds),
             unstarted=len(pending) - started,
+            skipped_records=_wholes(resume.seeds, self.whole),
         )
 
     async def _evaluate_all(self, pending: list[tuple[Sample, int]], limit: int) -> int:

@@ -10,7 +10,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from confluent_kafka import KafkaError, Message
 
-from resultlog.consumers import KeyHistory, RunRecords, read_key_histories, read_run_records
+from resultlog.consumers import (
+    KeyHistory,
+    LoadedViews,
+    RunRecords,
+    read_key_histories,
+    read_run_views,
+)
 from resultlog.errors import TopicError
 from resultlog.kafka import KafkaClientError, KafkaConnection, access_denied, produce
 from resultlog.producer._fit import SizeLimits, reduce_to
@@ -38,8 +44,9 @@ class ResultStore(Protocol):
         """Return only once the record is durable; raise PersistenceError otherwise."""
         ...
 
-    async def load(self, run_key: RunKey) -> RunRecords:
-        """The latest record of every (sample, epoch) of the run key, and the undecodable count."""
+    async def load(self, run_key: RunKey) -> RunRecords | LoadedViews:
+        """The latest record (or its fold view) of every (sample, epoch) of the run key, and
+        the undecodable count."""
         ...
 
     async def close(self) -> None:
@@ -174,9 +181,9 @@ class KafkaResultStore:
         """The one-line denial if Kafka refused this principal the write."""
         return access_denied(self._kafka.settings, error, "WRITE", f"topic {self.topic}")
 
-    async def load(self, run_key: RunKey) -> RunRecords:
-        """Read the run key's latest records (in a thread: the read blocks)."""
-        return await asyncio.to_thread(read_run_records, self._kafka, run_key)
+    async def load(self, run_key: RunKey) -> RunRecords | LoadedViews:
+        """Read the fold views of the run key's latest records (in a thread: the read blocks)."""
+        return await asyncio.to_thread(read_run_views, self._kafka, run_key)
 
     async def close(self) -> None:
         """Flush what is in flight and stop the poll thread."""

@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from resultlog.consumers import RunRecords, read_run_records
+from resultlog.consumers import LoadedViews, read_run_views
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._config import run_config
 from resultlog.producer._worker._plan import task_benchmark
@@ -83,11 +83,9 @@ class _ChunkStore:
         """Write through the worker's store."""
         await self._store.write(record)
 
-    async def load(self, run_key: RunKey) -> RunRecords:
-        """The latest records of the chunk's samples."""
-        return await asyncio.to_thread(
-            read_run_records, self._kafka, run_key, samples=self._samples
-        )
+    async def load(self, run_key: RunKey) -> LoadedViews:
+        """The fold views of the latest records of the chunk's samples."""
+        return await asyncio.to_thread(read_run_views, self._kafka, run_key, samples=self._samples)
 
     async def close(self) -> None:
         """Nothing of its own: the worker closes its store."""

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from resultlog.consumers import RunRecords, fold, read_run_records
+from resultlog.consumers import LoadedViews, RunRecords, fold, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._scorers import Scored
 from resultlog.producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith, limit_samples
@@ -343,7 +343,7 @@ class FlakyStore:
             raise PersistenceError(f"simulated failure {self.attempts}")
         await self.inner.write(record)
 
-    async def load(self, run_key: RunKey) -> RunRecords:
+    async def load(self, run_key: RunKey) -> RunRecords | LoadedViews:
         return await self.inner.load(run_key)
 
     async def close(self) -> None:
