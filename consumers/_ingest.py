@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Message
 
-from resultlog.consumers._decode import decode_view
+from resultlog.consumers._decode import decode_contribution
 from resultlog.consumers.dlq import MISROUTED, reason_kind
 from resultlog.consumers.fold import Contribution
 from resultlog.schemas import (
@@ -69,10 +69,12 @@ def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
     if value is None:
         return result(record_id, None, None)
     try:
-        view = decode_view(codec, record_id, value, topic=topic, partition=partition, offset=offset)
+        contribution = decode_contribution(
+            codec, record_id, value, topic=topic, partition=partition, offset=offset
+        )
     except ConfigurationError:
         raise  # a misconfigured reader stops: good records are never dead-lettered for it
     except DecodeError as exc:
         # The latest value of this key is unusable: the key has no record, as in replay.
         return result(record_id, None, Poison(reason_kind(exc), str(exc)))
-    return result(record_id, Contribution.of(view), None)
+    return result(record_id, contribution, None)

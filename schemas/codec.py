@@ -23,7 +23,7 @@ from resultlog.schemas._catalog import (
 )
 from resultlog.schemas._registry import Registry, SchemaNotFoundError
 from resultlog.schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
-from resultlog.schemas._view import FoldView, ViewPlans, millis_error
+from resultlog.schemas._view import FoldFields, FoldView, ViewPlans, accepts, millis_error
 from resultlog.schemas.chunk_task import ChunkTask
 from resultlog.schemas.errors import (
     DecodeError,
@@ -341,12 +341,37 @@ class Codec:
         after them are not read. Failures are the DecodeErrors `decode_sample_result` raises."""
         where = Where(topic, partition, offset)
         raw = _as_bytes(raw, where)
-        samples = self._samples
-        datum = samples.read_prefix(raw, self._registry, where, self._views)
+        datum = self._view_datum(raw, where)
+        return cast(FoldView, self._samples.validate(self._validate_view, datum, raw, where))
+
+    def decode_fold_fields(
+        self,
+        raw: bytes | bytearray | memoryview | None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> FoldFields:
+        """`decode_fold_view`'s fields as plain values, without building models: the same
+        records are accepted, and the same DecodeErrors raised for the others."""
+        where = Where(topic, partition, offset)
+        raw = _as_bytes(raw, where)
+        datum = self._view_datum(raw, where)
+        if accepts(datum):
+            return cast(FoldFields, datum)
+        # FoldView decides, and says why it refuses (pydantic's error, as decode_fold_view).
+        view = cast(FoldView, self._samples.validate(self._validate_view, datum, raw, where))
+        fields = view.model_dump()
+        fields["created_at_ms"] = datum["created_at_ms"]
+        return cast(FoldFields, fields)
+
+    def _view_datum(self, raw: bytes, where: Where) -> dict[str, Any]:
+        """The fold prefix of a value, `created_at` moved to `created_at_ms`."""
+        datum = self._samples.read_prefix(raw, self._registry, where, self._views)
         reason = millis_error(datum)
         if reason is not None:
             raise _fail(DecodeError, f"malformed Avro body: {reason}", raw, where)
-        return cast(FoldView, samples.validate(self._validate_view, datum, raw, where))
+        return datum
 
     def encode_run_summary(self, summary: RunSummary, topic: str | None = None) -> bytes:
         """Serialize a summary; `topic` names the registry subject and is required with one."""
