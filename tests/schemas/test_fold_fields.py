@@ -38,7 +38,9 @@ def _near(*bounds: int) -> st.SearchStrategy[int]:
 
 def _reals(*bounds: float) -> st.SearchStrategy[float]:
     """Floats at and around each bound, the specials, and a few anywhere."""
-    near = [x for b in bounds for x in (math.nextafter(b, -math.inf), b, math.nextafter(b, math.inf))]
+    near = [
+        x for b in bounds for x in (math.nextafter(b, -math.inf), b, math.nextafter(b, math.inf))
+    ]
     specials = [math.nan, math.inf, -math.inf, -0.0, 0.0]
     return st.sampled_from(near + specials) | st.floats(allow_nan=True, allow_infinity=True)
 
