@@ -27,10 +27,21 @@ _POOL_SIZE = 1 << 16
 _T = TypeVar("_T")
 
 
+_SCALED_CACHE = 1 << 14  # entries of about 200 bytes: a few MB at most
+_scaled: dict[float, int] = {}
+
+
 def scaled(value: float) -> int:
     """`value * 2**1074`, exactly: every finite double is a multiple of 2**-1074."""
-    numerator, denominator = value.as_integer_ratio()
-    return numerator << (_EXP + 1 - denominator.bit_length())
+    # Cached: a fold scales the same few values (costs, metrics, scores) again and again.
+    # Equal floats (0.0 and -0.0 too) have equal scaled values, so the cache changes no sum.
+    known = _scaled.get(value)
+    if known is None:
+        if len(_scaled) >= _SCALED_CACHE:
+            _scaled.clear()
+        numerator, denominator = value.as_integer_ratio()
+        known = _scaled[value] = numerator << (_EXP + 1 - denominator.bit_length())
+    return known
 
 
 class Pool(Generic[_T]):
