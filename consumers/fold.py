@@ -216,7 +216,8 @@ class RunFold:
         self._latest[key] = new
         self._spent += _scaled(new.spent)
         newest = self._newest
-        if newest is None or new.newness() > newest.newness():
+        # new.newness() > newest.newness(), without building the two tuples
+        if newest is None or (new.created_at_ms, key) > (newest.created_at_ms, newest.key):
             newest = new
         elif old is newest:  # the newest record was replaced by an older one
             newest = self._newest_of_all() or new
@@ -232,6 +233,8 @@ class RunFold:
 
     def _set_newest(self, newest: Contribution | None) -> bool:
         """Make `newest` the run's newest record; refold everything if that changes the shape."""
+        if newest is self._newest:  # the common case: the newest record stays
+            return False
         before = self.shape
         self._newest = newest
         shape = self.shape

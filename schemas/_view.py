@@ -317,12 +317,13 @@ def _fields(datum: dict[str, Any]) -> bool:
     return (
         datum["format_version"] == 1
         and type(datum["format_version"]) is int
-        and _text(datum["run_id"])
-        and _text(datum["benchmark_id"])
-        and _text(datum["model"])
+        and type(datum["run_id"]) is str
+        and type(datum["benchmark_id"]) is str
+        and type(datum["model"]) is str
+        and type(datum["sample_id"]) is str
+        and "" not in (datum["run_id"], datum["benchmark_id"], datum["model"], datum["sample_id"])
         and _index(datum["sample_index"])
         and _index(datum["epoch"])
-        and _text(datum["sample_id"])
         and datum["status"] in ("completed", "degraded")
         and type(datum["created_at_ms"]) is int
         and type(epochs) is int
