@@ -14,7 +14,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Final, Generic, NamedTuple, TypeVar
 
-from resultlog.schemas import FoldView, SampleResult, ScoreValue
+from resultlog.schemas import FoldFields, FoldView, SampleResult, ScoreValue
 
 __all__ = ["ONE", "Contribution", "Pool", "Shape", "Tokens", "scaled"]
 
@@ -27,10 +27,21 @@ _POOL_SIZE = 1 << 16
 _T = TypeVar("_T")
 
 
+_SCALED_CACHE = 1 << 14  # entries of about 200 bytes: a few MB at most
+_scaled: dict[float, int] = {}
+
+
 def scaled(value: float) -> int:
     """`value * 2**1074`, exactly: every finite double is a multiple of 2**-1074."""
-    numerator, denominator = value.as_integer_ratio()
-    return numerator << (_EXP + 1 - denominator.bit_length())
+    # Cached: a fold scales the same few values (costs, metrics, scores) again and again.
+    # Equal floats (0.0 and -0.0 too) have equal scaled values, so the cache changes no sum.
+    known = _scaled.get(value)
+    if known is None:
+        if len(_scaled) >= _SCALED_CACHE:
+            _scaled.clear()
+        numerator, denominator = value.as_integer_ratio()
+        known = _scaled[value] = numerator << (_EXP + 1 - denominator.bit_length())
+    return known
 
 
 class Pool(Generic[_T]):
@@ -72,6 +83,7 @@ class Shape(NamedTuple):
 
 
 _NO_TOKENS = Tokens()
+_SCORE_VALUES: Final = {value.value: value for value in ScoreValue}
 _Metrics = tuple[tuple[str, float], ...]
 # value, numeric, degraded, metrics, tokens, cost, spent, generation_time_ms, shape
 _Outcome = tuple[ScoreValue, float | None, bool, _Metrics, Tokens, float, float, int, Shape]
@@ -169,6 +181,37 @@ class Contribution:
             record.created_at_ms
             if isinstance(record, FoldView)
             else (record.created_at - _EPOCH) // _MILLISECOND,
+        )
+
+    @classmethod
+    def of_fields(cls, fields: FoldFields) -> Contribution:
+        """The contribution of a record's fold fields (equal to `of` its FoldView)."""
+        usage, score = fields["usage"], fields["score"]
+        tokens, cost = _NO_TOKENS, 0.0
+        if usage is not None:
+            tokens = Tokens(
+                usage["input_tokens"],
+                usage["output_tokens"],
+                usage["total_tokens"],
+                usage["reasoning_tokens"],
+            )
+            cost = usage["total_cost"]
+        spent = fields["spent_cost"]
+        metrics = score["metrics"]
+        return cls(
+            fields["sample_id"],
+            fields["sample_index"],
+            fields["epoch"],
+            _SCORE_VALUES[score["value"]],
+            score["numeric"],
+            fields["status"] == "degraded",
+            tuple(sorted(metrics.items())) if metrics else (),
+            tokens,
+            cost,
+            cost if spent is None else spent,
+            fields["generation_time_ms"] or 0,
+            Shape(fields["epochs"], fields["dataset_size"]),
+            fields["created_at_ms"],
         )
 
     @property

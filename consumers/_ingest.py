@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from confluent_kafka import Message
 
-from resultlog.consumers._decode import decode_view
+from resultlog.consumers._decode import decode_contribution
 from resultlog.consumers.dlq import MISROUTED, reason_kind
 from resultlog.consumers.fold import Contribution
 from resultlog.schemas import (
@@ -29,8 +30,7 @@ class Poison:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Ingested:
+class Ingested(NamedTuple):
     """One consumed message, decided: which key it changes and how, and whether it is poison."""
 
     partition: int
@@ -43,36 +43,30 @@ class Ingested:
 
 
 def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
-    """Decode a message's key, then the fold view of its value, the way replay and resume do."""
-    topic, partition, offset = (
-        message.topic() or "",
-        message.partition() or 0,
-        message.offset() or 0,
-    )
+    """Decode a message's key, then the fold fields of its value, the way replay and resume do."""
+    partition, offset = message.partition() or 0, message.offset() or 0
     key, value = message.key(), message.value()
-
-    def result(
-        record_id: RecordId | None, contribution: Contribution | None, poison: Poison | None
-    ) -> Ingested:
-        return Ingested(partition, offset, key, value, record_id, contribution, poison)
-
     try:
         record_id = decode_key(key if key is not None else b"")
     except DecodeError as exc:
-        error = exc.at(topic, partition, offset)
-        return result(None, None, Poison(reason_kind(error), str(error)))
+        error = exc.at(message.topic() or "", partition, offset)
+        poison = Poison(reason_kind(error), str(error))
+        return Ingested(partition, offset, key, value, None, None, poison)
     expected = partition_for(record_id.run_key, num_partitions)
     if expected != partition:
         # Resume and replay of one run read a run key's one partition: a stray copy is unseen.
         reason = f"record of {record_id.run_key} is in partition {partition}, expected {expected}"
-        return result(None, None, Poison(MISROUTED, reason))
+        return Ingested(partition, offset, key, value, None, None, Poison(MISROUTED, reason))
     if value is None:
-        return result(record_id, None, None)
+        return Ingested(partition, offset, key, value, record_id, None, None)
     try:
-        view = decode_view(codec, record_id, value, topic=topic, partition=partition, offset=offset)
+        contribution = decode_contribution(
+            codec, record_id, value, topic=message.topic() or "", partition=partition, offset=offset
+        )
     except ConfigurationError:
         raise  # a misconfigured reader stops: good records are never dead-lettered for it
     except DecodeError as exc:
         # The latest value of this key is unusable: the key has no record, as in replay.
-        return result(record_id, None, Poison(reason_kind(exc), str(exc)))
-    return result(record_id, Contribution.of(view), None)
+        poison = Poison(reason_kind(exc), str(exc))
+        return Ingested(partition, offset, key, value, record_id, None, poison)
+    return Ingested(partition, offset, key, value, record_id, contribution, None)

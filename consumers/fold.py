@@ -69,23 +69,29 @@ class _Totals:
     def add(self, item: Contribution, sign: int) -> None:
         """Add (sign 1) or take away (sign -1) one contribution."""
         self.records += sign
-        self.degraded += sign * item.degraded
-        for index, count in enumerate(item.tokens):
-            self.tokens[index] += sign * count
-        self.cost += sign * _scaled(item.cost)
+        if item.degraded:
+            self.degraded += sign
+        tokens = self.tokens
+        input_tokens, output_tokens, total_tokens, reasoning_tokens = item.tokens
+        tokens[0] += sign * input_tokens
+        tokens[1] += sign * output_tokens
+        tokens[2] += sign * total_tokens
+        tokens[3] += sign * reasoning_tokens
+        if item.cost:
+            self.cost += sign * _scaled(item.cost)
         self.generation_time_ms += sign * item.generation_time_ms
         points = item.points
         if points is not None:
             self.not_skipped += sign
+            sums, counts = self.metric_sums, self.metric_counts
             for name, value in item.metrics:
-                self._metric(name, sign * _scaled(value), sign)
+                sums[name] += sign * _scaled(value)
+                count = counts[name] + sign
+                if count:
+                    counts[name] = count
+                else:
+                    del counts[name], sums[name]
         self._sample(item.sample_id, points, sign)
-
-    def _metric(self, name: str, scaled: int, sign: int) -> None:
-        self.metric_sums[name] += scaled
-        self.metric_counts[name] += sign
-        if not self.metric_counts[name]:
-            del self.metric_counts[name], self.metric_sums[name]
 
     def _sample(self, sample_id: str, points: int | None, sign: int) -> None:
         old = self.samples.get(sample_id, _NO_SAMPLE)
@@ -210,7 +216,8 @@ class RunFold:
         self._latest[key] = new
         self._spent += _scaled(new.spent)
         newest = self._newest
-        if newest is None or new.newness() > newest.newness():
+        # new.newness() > newest.newness(), without building the two tuples
+        if newest is None or (new.created_at_ms, key) > (newest.created_at_ms, newest.key):
             newest = new
         elif old is newest:  # the newest record was replaced by an older one
             newest = self._newest_of_all() or new
@@ -226,6 +233,8 @@ class RunFold:
 
     def _set_newest(self, newest: Contribution | None) -> bool:
         """Make `newest` the run's newest record; refold everything if that changes the shape."""
+        if newest is self._newest:  # the common case: the newest record stays
+            return False
         before = self.shape
         self._newest = newest
         shape = self.shape

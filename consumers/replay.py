@@ -103,14 +103,16 @@ class _Replayer:
             self.result.count_bad(item.poison.kind)
         if item.record_id is None:
             return
-        run_key, key = item.record_id.run_key, (item.record_id.sample_index, item.record_id.epoch)
-        if item.poison is None:
-            self.bad.get(run_key, set()).discard(key)
-        else:
-            self.bad.setdefault(run_key, set()).add(key)
-        folded = self.folds.setdefault(run_key, RunFold(run_key))
+        run_key, sample_index, epoch = item.record_id
+        if item.poison is not None:
+            self.bad.setdefault(run_key, set()).add((sample_index, epoch))
+        elif self.bad:
+            self.bad.get(run_key, set()).discard((sample_index, epoch))
+        folded = self.folds.get(run_key)
+        if folded is None:
+            folded = self.folds[run_key] = RunFold(run_key)
         if item.contribution is None:  # a tombstone, or an undecodable latest value: gone
-            folded.remove(*key)
+            folded.remove(sample_index, epoch)
         else:
             folded.apply(item.contribution)
 

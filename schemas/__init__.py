@@ -11,7 +11,7 @@ from resultlog.schemas._types import (
     SUPPORTED_FORMAT_VERSIONS,
     TRUSTED_JSON,
 )
-from resultlog.schemas._view import FoldView
+from resultlog.schemas._view import FoldFields, FoldView
 from resultlog.schemas.chunk_task import ChunkTask, task_key
 from resultlog.schemas.codec import Codec, WireFormat
 from resultlog.schemas.errors import (
@@ -64,6 +64,7 @@ __all__ = [
     "Codec",
     "ConfigurationError",
     "DecodeError",
+    "FoldFields",
     "FoldView",
     "Harness",
     "InvalidRunKeyError",

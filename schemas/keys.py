@@ -52,13 +52,44 @@ def encode_key(run_key: RunKey, sample_index: int, epoch: int) -> bytes:
 
 def decode_key(raw: bytes) -> RecordId:
     """Parse a sample-results key into (run key, sample_index, epoch)."""
+    # The hot path: a run key prefix already decoded, then two short canonical indexes.
+    if type(raw) is bytes:
+        end = raw.rfind(b"/")
+        middle = raw.rfind(b"/", 0, end)
+        run_key = _run_keys.get(raw[:middle])
+        if run_key is not None:
+            index, epoch = raw[middle + 1 : end], raw[end + 1 :]
+            if _short_index(index) and _short_index(epoch):
+                return RecordId(run_key, int(index), int(epoch))
+    return _decode_key(raw)
+
+
+def _short_index(part: bytes) -> bool:
+    """Whether `part` is a canonical decimal index below 10**18 (so it fits a long)."""
+    return part.isdigit() and len(part) < 19 and (part[0] != 48 or len(part) == 1)
+
+
+# Prefixes (`run_id/benchmark_id/model`, as bytes) of keys decoded in full, and their run key.
+_run_keys: dict[bytes, RunKey] = {}
+_RUN_KEYS_HELD = 4096
+
+
+def _decode_key(raw: bytes) -> RecordId:
+    """`decode_key` in full: every check, every error."""
     parts = _split(raw, 5)
+    prefix = _SEP.join(parts[:3])
     try:
         # Keys of one run share their first three parts: decode those once.
-        run_key = _cached_run_key(_SEP.join(parts[:3]))
+        run_key = _cached_run_key(prefix)
     except KeyDecodeError as exc:
         raise KeyDecodeError(exc.reason, bytes(raw)) from exc.__cause__
-    return RecordId(run_key, _index(raw, "sample_index", parts[3]), _index(raw, "epoch", parts[4]))
+    record_id = RecordId(
+        run_key, _index(raw, "sample_index", parts[3]), _index(raw, "epoch", parts[4])
+    )
+    if len(_run_keys) >= _RUN_KEYS_HELD:
+        _run_keys.clear()
+    _run_keys[prefix.encode("ascii")] = run_key
+    return record_id
 
 
 @functools.lru_cache(maxsize=4096)

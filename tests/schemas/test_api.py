@@ -52,6 +52,7 @@ CONTRACT = [
     "run_key_prefix",
     # the codec and its schemas
     "Codec",
+    "FoldFields",
     "FoldView",
     "SchemaCatalog",
     "SchemaVersion",

@@ -1,0 +1,172 @@
+"""FoldFields: the fold view's fields without models, accepted exactly when FoldView accepts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from resultlog.consumers.fold import Contribution
+from resultlog.schemas import (
+    MAX_COST_USD,
+    MAX_INDEX,
+    MAX_METRIC,
+    MAX_MILLIS,
+    MAX_TOKENS,
+    TRUSTED_JSON,
+    Codec,
+    DecodeError,
+    FoldView,
+    SampleResult,
+)
+from resultlog.schemas._view import accepts
+from tests.schemas.test_fold_view import BAD_FIELDS, VECTORS, WHERE
+from tests.support.framings import framings, v2_value
+from tests.support.records import RecordFactory
+from tests.support.strategies import sample_results
+
+
+def _near(*bounds: int) -> st.SearchStrategy[int]:
+    """Integers at and around each bound (and a few anywhere)."""
+    near = [b + d for b in bounds for d in (-1, 0, 1)]
+    return st.sampled_from(near) | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+
+
+def _reals(*bounds: float) -> st.SearchStrategy[float]:
+    """Floats at and around each bound, the specials, and a few anywhere."""
+    near = [
+        x for b in bounds for x in (math.nextafter(b, -math.inf), b, math.nextafter(b, math.inf))
+    ]
+    specials = [math.nan, math.inf, -math.inf, -0.0, 0.0]
+    return st.sampled_from(near + specials) | st.floats(allow_nan=True, allow_infinity=True)
+
+
+INDEX = _near(0, MAX_INDEX)
+TEXT = st.sampled_from(["", "a", "é"]) | st.text(max_size=3)
+COST = _reals(0.0, 1e-9, MAX_COST_USD)
+
+
+def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.none() | strategy
+
+
+USAGE = st.fixed_dictionaries(
+    {
+        "input_tokens": _near(0, MAX_TOKENS),
+        "output_tokens": _near(0, MAX_TOKENS),
+        "total_tokens": _near(0, MAX_TOKENS),
+        "reasoning_tokens": _near(0, MAX_TOKENS),
+        "total_cost": COST,
+    }
+)
+SCORE = st.fixed_dictionaries(
+    {
+        "value": st.sampled_from(["C", "I", "S"]),
+        "numeric": _maybe(_reals(0.0, 1.0)),
+        "metrics": st.dictionaries(TEXT, _reals(-MAX_METRIC, MAX_METRIC), max_size=3),
+        "answer": _maybe(TEXT),
+        "explanation": TEXT,
+        "trajectory": _maybe(TEXT),
+    }
+)
+ERROR = st.fixed_dictionaries(
+    {"kind": TEXT, "message": TEXT, "http_status": _maybe(_near(100, 599))}
+)
+DATUMS = st.fixed_dictionaries(
+    {
+        "format_version": st.sampled_from([1, 1, 1, 0, 2]),
+        "run_id": TEXT,
+        "benchmark_id": TEXT,
+        "model": TEXT,
+        "sample_index": INDEX,
+        "epoch": INDEX | st.integers(0, 4),
+        "sample_id": TEXT,
+        "status": st.sampled_from(["completed", "degraded"]),
+        "epochs": _near(1, MAX_INDEX) | st.integers(0, 4),
+        "dataset_size": _maybe(INDEX),
+        "usage": _maybe(USAGE),
+        "generation_time_ms": _maybe(_near(0, MAX_MILLIS)),
+        "attempts": _maybe(INDEX),
+        "spent_cost": _maybe(COST),
+        "config_fingerprint": _maybe(TEXT),
+        "score": SCORE,
+        "error": _maybe(ERROR),
+        "created_at_ms": st.integers(-(2**40), 2**40),
+    }
+)
+
+
+def _pydantic_accepts(datum: dict[str, Any]) -> bool:
+    try:
+        FoldView.model_validate(datum, context=TRUSTED_JSON)
+    except ValidationError:
+        return False
+    return True
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(datum=DATUMS)
+def test_the_plain_check_accepts_exactly_what_the_fold_view_model_accepts(
+    datum: dict[str, Any],
+) -> None:
+    assert accepts(datum) == _pydantic_accepts(datum)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(record=sample_results())
+def test_the_fields_give_the_contribution_of_the_view_in_every_framing(
+    record: SampleResult,
+) -> None:
+    for name, (codec, raw) in framings(record).items():
+        fields = codec.decode_fold_fields(raw)
+        full = Contribution.of(codec.decode_sample_result(raw))
+        assert Contribution.of_fields(fields) == Contribution.of(codec.decode_fold_view(raw))
+        assert Contribution.of_fields(fields) == full, name
+
+
+def test_every_golden_vector_gives_the_contribution_of_its_full_decode() -> None:
+    codec = Codec()
+    for vector in VECTORS["records"]:
+        raw = bytes.fromhex(vector["single_object_hex"])
+        expected = Contribution.of(codec.decode_sample_result(raw))
+        assert Contribution.of_fields(codec.decode_fold_fields(raw)) == expected, vector["name"]
+
+
+@pytest.mark.parametrize(("path", "value", "expected"), BAD_FIELDS)
+def test_a_bad_folded_field_fails_the_fields_as_it_fails_the_view(
+    make_record: RecordFactory, path: str, value: Any, expected: type[DecodeError]
+) -> None:
+    datum = make_record(dataset_size=None, epochs=3, epoch=1).model_dump()
+    *parents, leaf = path.split(".")
+    target = datum
+    for part in parents:
+        target = target[part]
+    target[leaf] = value
+    raw = v2_value(datum)
+    codec = Codec()
+    with pytest.raises(DecodeError) as view:
+        codec.decode_fold_view(raw, **WHERE)
+    with pytest.raises(DecodeError) as fields:
+        codec.decode_fold_fields(raw, **WHERE)
+    assert type(fields.value) is type(view.value) is expected
+    assert str(fields.value) == str(view.value)
+    assert fields.value.raw == raw
+    assert (fields.value.topic, fields.value.partition, fields.value.offset) == ("results", 3, 41)
+
+
+def test_the_fields_refuse_what_the_view_refuses_before_reading(
+    make_record: RecordFactory,
+) -> None:
+    codec = Codec()
+    good = codec.encode_sample_result(make_record())
+    for raw in (None, b"", b"\x07garbage", good[:40]):
+        with pytest.raises(DecodeError) as view:
+            codec.decode_fold_view(raw)
+        with pytest.raises(DecodeError) as fields:
+            codec.decode_fold_fields(raw)
+        assert type(fields.value) is type(view.value)
+        assert str(fields.value) == str(view.value)
