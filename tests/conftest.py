@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import hypothesis
 import pytest
 from confluent_kafka.admin import AdminClient
 
@@ -19,6 +20,11 @@ from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
 from tests.support.cli import child_env
 from tests.support.kafka import drop_topics, topic_settings
+
+# Property tests assert outcomes, never speed: a loaded CI machine must not fail them on
+# Hypothesis's per-example deadline (200 ms by default).
+hypothesis.settings.register_profile("resultlog", deadline=None)
+hypothesis.settings.load_profile("resultlog")
 
 if TYPE_CHECKING:
     from testcontainers.core.container import DockerContainer
