@@ -30,6 +30,7 @@ def fresh_settings(partitions: int) -> Settings:
         summaries_topic=f"{name}.run-summaries",
         dlq_topic=f"{name}.sample-results.dlq",
         leases_topic=f"{name}.leases",
+        checkpoints_topic=f"{name}.checkpoints",
         work_topic=f"{name}.work",
         work_dlq_topic=f"{name}.work.dlq",
         aggregator_group=f"{name}.aggregator",
@@ -44,7 +45,7 @@ def serving(settings: Settings) -> Iterator[str]:
     """An aggregator on the settings' topics, ready; yields its base URL; topics deleted after."""
     env = dict(os.environ)
     names = ("results_topic", "summaries_topic", "dlq_topic", "leases_topic", "work_topic")
-    for name in (*names, "work_dlq_topic", "aggregator_group", "partitions"):
+    for name in (*names, "checkpoints_topic", "work_dlq_topic", "aggregator_group", "partitions"):
         env[f"RESULTLOG_{name.upper()}"] = str(getattr(settings, name))
     child = subprocess.Popen(
         [sys.executable, "-m", "benchmarks._aggregator"], env=env, stdout=subprocess.PIPE, text=True
@@ -54,8 +55,10 @@ def serving(settings: Settings) -> Iterator[str]:
     finally:
         child.terminate()
         child.wait(30)
-        topics = [*settings.topic_names(), settings.leases_topic, settings.work_topic]
-        KafkaConnection(settings).admin().delete_topics([*topics, settings.work_dlq_topic])
+        topics = [*settings.topic_names(), settings.leases_topic, settings.checkpoints_topic]
+        KafkaConnection(settings).admin().delete_topics(
+            [*topics, settings.work_topic, settings.work_dlq_topic]
+        )
 
 
 def consumed(client: httpx.Client, base_url: str) -> int:
