@@ -61,6 +61,7 @@ def _settings(bootstrap: str, partitions: int) -> Settings:
         results_topic=f"{name}.results",
         summaries_topic=f"{name}.summaries",
         dlq_topic=f"{name}.dlq",
+        checkpoints_topic=f"{name}.checkpoints",
         work_topic=f"{name}.work",
         work_dlq_topic=f"{name}.work.dlq",
         work_partitions=partitions,
