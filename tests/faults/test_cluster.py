@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, TopicMetadata
 
 from resultlog.broker import LocalKafka
 from resultlog.producer import Progress
@@ -25,6 +25,7 @@ from tests.support.cli import cli_argv
 from tests.support.kafka import run_partition, topic_settings
 from tests.support.runs import MODEL, run_once
 from tests.support.summaries import bare, expected
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -65,7 +66,15 @@ async def test_killing_the_partition_leader_mid_run_loses_nothing(kafka_dir: Pat
     assert len(admin.list_topics(timeout=10).brokers) == 3
 
     settings = topic_settings(bootstrap, replication_factor=3, min_insync_replicas=2)
-    topic = admin.list_topics(settings.results_topic, timeout=10).topics[settings.results_topic]
+
+    def described() -> TopicMetadata | None:
+        # A new topic's metadata can list some of its partitions first: wait for all.
+        found = admin.list_topics(settings.results_topic, timeout=10).topics
+        topic = found.get(settings.results_topic)
+        whole = topic is not None and len(topic.partitions) == settings.partitions
+        return topic if whole else None
+
+    topic = wait_for(described, "every partition of the results topic in the metadata")
     assert all(len(p.replicas) == 3 for p in topic.partitions.values())
     resource = ConfigResource(ConfigResource.Type.TOPIC, settings.results_topic)
     configs = _described(admin, resource)
