@@ -60,14 +60,8 @@ def decode_contribution(
     """What the record in `value` adds to its run, checked against the record id of its key
     (accepts and refuses exactly what `decode_view` does, without building a FoldView)."""
     fields = codec.decode_fold_fields(value, topic=topic, partition=partition, offset=offset)
-    run_key = key.run_key
-    if (
-        fields["run_id"] != run_key.run_id
-        or fields["benchmark_id"] != run_key.benchmark_id
-        or fields["model"] != run_key.model
-        or fields["sample_index"] != key.sample_index
-        or fields["epoch"] != key.epoch
-    ):
+    identity = (fields["run_id"], fields["benchmark_id"], fields["model"])
+    if not _agrees(key, identity, fields["sample_index"], fields["epoch"]):
         _mismatch(key, _FieldsId(fields), value, topic=topic, partition=partition, offset=offset)
     return Contribution.of_fields(fields)
 
@@ -91,16 +85,20 @@ def _check_key(
     offset: int,
 ) -> None:
     """Refuse a value whose run key, sample index or epoch is not its key's."""
-    run_key = key.run_key
-    # Field by field: building the record's RunKey would validate it again.
-    if (
-        record.run_id != run_key.run_id
-        or record.benchmark_id != run_key.benchmark_id
-        or record.model != run_key.model
-        or record.sample_index != key.sample_index
-        or record.epoch != key.epoch
-    ):
+    identity = (record.run_id, record.benchmark_id, record.model)
+    if not _agrees(key, identity, record.sample_index, record.epoch):
         _mismatch(key, record, value, topic=topic, partition=partition, offset=offset)
+
+
+def _agrees(key: RecordId, identity: tuple[str, str, str], sample_index: int, epoch: int) -> bool:
+    """Whether a value's (run_id, benchmark_id, model), sample index and epoch are its key's
+    (compared as text: building the value's RunKey would validate it again)."""
+    run_key = key.run_key
+    return (
+        identity == (run_key.run_id, run_key.benchmark_id, run_key.model)
+        and sample_index == key.sample_index
+        and epoch == key.epoch
+    )
 
 
 def _mismatch(

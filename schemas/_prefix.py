@@ -13,29 +13,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Final
 
-__all__ = ["PREFIX_FIELDS", "read_v2_prefix"]
-
-PREFIX_FIELDS: Final = (
-    "format_version",
-    "run_id",
-    "benchmark_id",
-    "model",
-    "sample_index",
-    "epoch",
-    "sample_id",
-    "status",
-    "created_at",
-    "epochs",
-    "dataset_size",
-    "usage",
-    "generation_time_ms",
-    "attempts",
-    "spent_cost",
-    "config_fingerprint",
-    "score",
-    "error",
-)
-"""The v2 fields this reader reads, in order (the codec checks them against the schema)."""
+__all__ = ["read_v2_prefix"]
 
 _DOUBLE = struct.Struct("<d").unpack_from
 _MAX_VARINT = 9  # up to 63 bits: fastavro's 64-bit arithmetic and Python's ints agree
