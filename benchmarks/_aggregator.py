@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 
 import httpx
 
+from benchmarks._kafka import own_topics, settings_env, topics_of
 from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
@@ -24,18 +23,7 @@ _CONSUMED = "resultlog_aggregator_records_consumed_total"
 
 def fresh_settings(partitions: int) -> Settings:
     """Settings naming topics and a group of their own, the topics created."""
-    name = f"bench-{uuid.uuid4().hex[:8]}"
-    settings = Settings(
-        results_topic=f"{name}.sample-results",
-        summaries_topic=f"{name}.run-summaries",
-        dlq_topic=f"{name}.sample-results.dlq",
-        leases_topic=f"{name}.leases",
-        checkpoints_topic=f"{name}.checkpoints",
-        work_topic=f"{name}.work",
-        work_dlq_topic=f"{name}.work.dlq",
-        aggregator_group=f"{name}.aggregator",
-        partitions=partitions,
-    )
+    settings = own_topics("bench", partitions=partitions)
     ensure_topics(KafkaConnection(settings))
     return settings
 
@@ -43,10 +31,7 @@ def fresh_settings(partitions: int) -> Settings:
 @contextlib.contextmanager
 def serving(settings: Settings) -> Iterator[str]:
     """An aggregator on the settings' topics, ready; yields its base URL; topics deleted after."""
-    env = dict(os.environ)
-    names = ("results_topic", "summaries_topic", "dlq_topic", "leases_topic", "work_topic")
-    for name in (*names, "checkpoints_topic", "work_dlq_topic", "aggregator_group", "partitions"):
-        env[f"RESULTLOG_{name.upper()}"] = str(getattr(settings, name))
+    env = settings_env(settings)
     child = subprocess.Popen(
         [sys.executable, "-m", "benchmarks._aggregator"], env=env, stdout=subprocess.PIPE, text=True
     )
@@ -55,10 +40,7 @@ def serving(settings: Settings) -> Iterator[str]:
     finally:
         child.terminate()
         child.wait(30)
-        topics = [*settings.topic_names(), settings.leases_topic, settings.checkpoints_topic]
-        KafkaConnection(settings).admin().delete_topics(
-            [*topics, settings.work_topic, settings.work_dlq_topic]
-        )
+        KafkaConnection(settings).admin().delete_topics(topics_of(settings))
 
 
 def consumed(client: httpx.Client, base_url: str) -> int:

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -55,11 +56,14 @@ __all__ = [
     "encoded_run",
     "end_offsets",
     "fill_runs",
+    "own_topics",
     "produce",
     "raw_consume_and_decode",
     "read_to_end",
     "record",
     "relabelled",
+    "settings_env",
+    "topics_of",
 ]
 
 # What confluent-kafka's clients take as configuration.
@@ -71,6 +75,42 @@ _FRAME_BYTES = 10
 FILL_SAMPLES, FILL_EPOCHS = 1000, 2
 FILL_RUN_RECORDS = FILL_SAMPLES * FILL_EPOCHS
 _FILL_WAIT_S = 300.0
+
+
+def own_topics(prefix: str, **settings: Any) -> Settings:
+    """Settings naming every topic and group of their own under a fresh `prefix-<hex>`."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    return Settings(
+        results_topic=f"{name}.sample-results",
+        summaries_topic=f"{name}.run-summaries",
+        dlq_topic=f"{name}.sample-results.dlq",
+        leases_topic=f"{name}.leases",
+        checkpoints_topic=f"{name}.checkpoints",
+        work_topic=f"{name}.work",
+        work_dlq_topic=f"{name}.work.dlq",
+        aggregator_group=f"{name}.aggregator",
+        work_group=f"{name}.workers",
+        **settings,
+    )
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """This process's environment with `settings` as RESULTLOG_* variables (for a child)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
+    for name, value in settings.model_dump(exclude_none=True).items():
+        env[f"RESULTLOG_{name.upper()}"] = str(value)
+    return env
+
+
+def topics_of(settings: Settings) -> list[str]:
+    """Every topic the settings name (to delete them after a benchmark)."""
+    return [
+        *settings.topic_names(),
+        settings.leases_topic,
+        settings.checkpoints_topic,
+        settings.work_topic,
+        settings.work_dlq_topic,
+    ]
 
 
 @contextlib.contextmanager

@@ -35,9 +35,11 @@ from benchmarks._kafka import (
     ClientConfig,
     bootstrap_servers,
     fill_runs,
+    own_topics,
     produce,
     raw_consume_and_decode,
     record,
+    topics_of,
 )
 from benchmarks._results import Goal, Result, add_results_argument, report
 from resultlog.kafka import KafkaConnection
@@ -101,34 +103,16 @@ def measure(bootstrap: str, records: int, tail: int) -> Figures:
     _write_tail(config, settings.results_topic, tail)
     restored_s, child, _ = _until_served(settings, runs + 1)
     _stop(child)
-    KafkaConnection(settings).admin().delete_topics(list(_topics(settings)))
+    KafkaConnection(settings).admin().delete_topics(topics_of(settings))
     return Figures(records, raw_s, full_s, restored_s, write_s, snapshot_s)
 
 
 def _settings(bootstrap: str) -> Settings:
-    name = f"bench-rebuild-{uuid.uuid4().hex[:8]}"
-    return Settings(
+    return own_topics(
+        "bench-rebuild",
         bootstrap_servers=bootstrap,
-        results_topic=f"{name}.results",
-        summaries_topic=f"{name}.summaries",
-        dlq_topic=f"{name}.dlq",
-        leases_topic=f"{name}.leases",
-        checkpoints_topic=f"{name}.checkpoints",
-        work_topic=f"{name}.work",
-        work_dlq_topic=f"{name}.work.dlq",
-        aggregator_group=f"{name}.aggregator",
         partitions=PARTITIONS,
         checkpoint_interval_s=1.0,  # checkpoint as soon as caught up, not after a minute
-    )
-
-
-def _topics(settings: Settings) -> tuple[str, ...]:
-    return (
-        *settings.topic_names(),
-        settings.leases_topic,
-        settings.checkpoints_topic,
-        settings.work_topic,
-        settings.work_dlq_topic,
     )
 
 

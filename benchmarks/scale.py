@@ -16,19 +16,17 @@ Uses RESULTLOG_BOOTSTRAP_SERVERS, or starts a local broker in a temporary direct
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 
 from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
-from benchmarks._kafka import bootstrap_servers
+from benchmarks._kafka import bootstrap_servers, own_topics, settings_env
 from benchmarks._results import Goal, Result, add_results_argument, report
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import ModelServer
@@ -55,26 +53,12 @@ class Measure:
 
 
 def _settings(bootstrap: str, partitions: int) -> Settings:
-    name = f"scale-{uuid.uuid4().hex[:8]}"
-    return Settings(
+    return own_topics(
+        "scale",
         bootstrap_servers=bootstrap,
-        results_topic=f"{name}.results",
-        summaries_topic=f"{name}.summaries",
-        dlq_topic=f"{name}.dlq",
-        checkpoints_topic=f"{name}.checkpoints",
-        work_topic=f"{name}.work",
-        work_dlq_topic=f"{name}.work.dlq",
         work_partitions=partitions,
-        work_group=f"{name}.workers",
         model_max_retries=0,
     )
-
-
-def _env(settings: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
-    for name, value in settings.model_dump(exclude_none=True).items():
-        env[f"RESULTLOG_{name.upper()}"] = str(value)
-    return env
 
 
 def _settled(settings: Settings, workers: int) -> bool:
@@ -107,7 +91,7 @@ def measure(bootstrap: str, base_url: str, workers: int, args: argparse.Namespac
     command = [sys.executable, "-m", "resultlog.cli", "worker"]
     command += ["--concurrency", str(args.concurrency)]
     processes = [
-        subprocess.Popen(command, env=_env(settings), stderr=subprocess.DEVNULL)
+        subprocess.Popen(command, env=settings_env(settings), stderr=subprocess.DEVNULL)
         for _ in range(workers)
     ]
     try:
