@@ -26,7 +26,7 @@ test-faults: install ## run the fault-injection tier (restarts, compaction, host
 lint: install ## ruff (lint and format check) and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	$(BIN)/python scripts/typecheck.py
 
 format: install ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .

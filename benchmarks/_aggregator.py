@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from benchmarks._kafka import own_topics, settings_env, topics_of
+from benchmarks._kafka import own_topics, settings_env
 from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
@@ -40,7 +40,7 @@ def serving(settings: Settings) -> Iterator[str]:
     finally:
         child.terminate()
         child.wait(30)
-        KafkaConnection(settings).admin().delete_topics(topics_of(settings))
+        KafkaConnection(settings).admin().delete_topics(settings.every_topic())
 
 
 def consumed(client: httpx.Client, base_url: str) -> int:

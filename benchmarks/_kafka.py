@@ -38,7 +38,7 @@ from resultlog.schemas import (
     ScoreValue,
     ToolCall,
     Usage,
-    Worker,
+    WriterProcess,
     decode_key,
     encode_key,
     partition_for,
@@ -63,7 +63,6 @@ __all__ = [
     "record",
     "relabelled",
     "settings_env",
-    "topics_of",
 ]
 
 # What confluent-kafka's clients take as configuration.
@@ -80,18 +79,7 @@ _FILL_WAIT_S = 300.0
 def own_topics(prefix: str, **settings: Any) -> Settings:
     """Settings naming every topic and group of their own under a fresh `prefix-<hex>`."""
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    return Settings(
-        results_topic=f"{name}.sample-results",
-        summaries_topic=f"{name}.run-summaries",
-        dlq_topic=f"{name}.sample-results.dlq",
-        leases_topic=f"{name}.leases",
-        checkpoints_topic=f"{name}.checkpoints",
-        work_topic=f"{name}.work",
-        work_dlq_topic=f"{name}.work.dlq",
-        aggregator_group=f"{name}.aggregator",
-        work_group=f"{name}.workers",
-        **settings,
-    )
+    return Settings(**settings).namespaced(name)
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
@@ -100,17 +88,6 @@ def settings_env(settings: Settings) -> dict[str, str]:
     for name, value in settings.model_dump(exclude_none=True).items():
         env[f"RESULTLOG_{name.upper()}"] = str(value)
     return env
-
-
-def topics_of(settings: Settings) -> list[str]:
-    """Every topic the settings name (to delete them after a benchmark)."""
-    return [
-        *settings.topic_names(),
-        settings.leases_topic,
-        settings.checkpoints_topic,
-        settings.work_topic,
-        settings.work_dlq_topic,
-    ]
 
 
 @contextlib.contextmanager
@@ -320,7 +297,7 @@ def record(run_key: RunKey, index: int, epoch: int, epochs: int, size: int) -> S
             total_cost=4.1e-4,
         ),
         generation_time_ms=1000 + index % 997,
-        worker=Worker(host="worker-7", pid=48211),
+        worker=WriterProcess(host="worker-7", pid=48211),
         created_at=datetime.now(UTC),
     )
 

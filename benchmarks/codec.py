@@ -20,7 +20,7 @@ from resultlog.schemas import (
     ScoreValue,
     ToolCall,
     Usage,
-    Worker,
+    WriterProcess,
     shipped_catalog,
 )
 
@@ -96,7 +96,7 @@ def realistic_record(chatty: bool = True) -> SampleResult:
             total_cost=4.1e-4,
         ),
         generation_time_ms=1734,
-        worker=Worker(host="worker-7", pid=48211),
+        worker=WriterProcess(host="worker-7", pid=48211),
         created_at=datetime(2026, 11, 29, 7, 30, 12, 345000, tzinfo=UTC),
     )
 

@@ -39,7 +39,6 @@ from benchmarks._kafka import (
     produce,
     raw_consume_and_decode,
     record,
-    topics_of,
 )
 from benchmarks._results import Goal, Result, add_results_argument, report
 from resultlog.kafka import KafkaConnection
@@ -103,7 +102,7 @@ def measure(bootstrap: str, records: int, tail: int) -> Figures:
     _write_tail(config, settings.results_topic, tail)
     restored_s, child, _ = _until_served(settings, runs + 1)
     _stop(child)
-    KafkaConnection(settings).admin().delete_topics(topics_of(settings))
+    KafkaConnection(settings).admin().delete_topics(settings.every_topic())
     return Figures(records, raw_s, full_s, restored_s, write_s, snapshot_s)
 
 

@@ -35,7 +35,7 @@ from resultlog.producer import (
     model_solver,
     run_benchmark,
 )
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import ModelServer
 
 PARTITIONS = 6

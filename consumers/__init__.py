@@ -6,6 +6,13 @@ only when `resultlog.consumers.aggregator` or the name `Aggregator` is first use
 
 from __future__ import annotations
 
+# This folder is installed as resultlog.consumers (pyproject's package-dir); loading it under
+# another name (the repository root on sys.path) would load every module a second time.
+if __name__ != "resultlog.consumers":
+    raise ImportError(
+        f"import resultlog.consumers, not {__name__} (the folder consumers/ is resultlog.consumers)"
+    )
+
 from typing import TYPE_CHECKING, Any
 
 from resultlog.consumers.errors import ConsumerError

@@ -1,7 +1,15 @@
 """What a harness worker runs: result stores, request context, model client, runner."""
 
+# This folder is installed as resultlog.producer (pyproject's package-dir); loading it under
+# another name (the repository root on sys.path) would load every module a second time.
+if __name__ != "resultlog.producer":
+    raise ImportError(
+        f"import resultlog.producer, not {__name__} (the folder producer/ is resultlog.producer)"
+    )
+
 from resultlog.producer._config import ConfigChangedError, RunConfig, check_config, run_config
-from resultlog.producer.benchmarks import (
+from resultlog.producer.context import SampleContext, current_sample, sample_scope
+from resultlog.producer.datasets import (
     Benchmark,
     Sample,
     StaticBenchmark,
@@ -9,7 +17,6 @@ from resultlog.producer.benchmarks import (
     load_jsonl,
     resolve_benchmark,
 )
-from resultlog.producer.context import SampleContext, current_sample, sample_scope
 from resultlog.producer.errors import (
     BenchmarkError,
     ModelError,

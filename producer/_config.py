@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from resultlog.producer.benchmarks import Benchmark, Sample, _Limited
+from resultlog.producer.datasets import Benchmark, Sample, _Limited
 from resultlog.producer.errors import ProducerError
 from resultlog.schemas import DecodeError, FoldView, RunKey, SampleResult
 

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from resultlog.producer._config import RunConfig, config_fields
 from resultlog.producer._scorers import Scored
-from resultlog.producer.benchmarks import Sample
+from resultlog.producer.datasets import Sample
 from resultlog.producer.model_client import Completion
 from resultlog.schemas import (
     TRUSTED_JSON,
@@ -22,7 +22,7 @@ from resultlog.schemas import (
     RunKey,
     SampleResult,
     ScoreValue,
-    Worker,
+    WriterProcess,
 )
 
 __all__ = [
@@ -76,8 +76,8 @@ class RunIdentity:
     chunk_index: int | None = None
     config: RunConfig | None = None
     # Taken when the run starts, in the process that runs it (not at import: forks differ).
-    worker: Worker = field(
-        default_factory=lambda: Worker(host=socket.gethostname(), pid=os.getpid())
+    worker: WriterProcess = field(
+        default_factory=lambda: WriterProcess(host=socket.gethostname(), pid=os.getpid())
     )
 
     def fields(self, sample: Sample, epoch: int) -> dict[str, Any]:

@@ -15,13 +15,13 @@ from resultlog.producer.context import SampleContext
 from resultlog.producer.errors import ModelError
 from resultlog.schemas import MAX_COST_USD, MAX_TOKENS
 
-__all__ = ["Completion", "Usage", "parse_response", "status_error"]
+__all__ = ["Completion", "CompletionUsage", "parse_response", "status_error"]
 
 _SNIPPET_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
-class Usage:
+class CompletionUsage:
     """Token usage and cost reported by the endpoint for one completion."""
 
     input_tokens: int
@@ -40,7 +40,7 @@ class Completion:
     tool_calls: list[Any] | None
     generation_id: str | None
     model: str | None
-    usage: Usage | None
+    usage: CompletionUsage | None
     raw: dict[str, Any]
     elapsed_ms: int
     finish_reason: str | None = None
@@ -133,7 +133,7 @@ def _content_text(content: Any) -> str:
     raise ValueError(f"message content has unexpected type {type(content).__name__}")
 
 
-def _usage(raw: Any) -> Usage | None:
+def _usage(raw: Any) -> CompletionUsage | None:
     """Read OpenAI/OpenRouter usage fields; None when the endpoint reported none."""
     if not isinstance(raw, dict):
         return None
@@ -142,7 +142,7 @@ def _usage(raw: Any) -> Usage | None:
     output_tokens = _count(raw.get("completion_tokens"))
     total = raw.get("total_tokens")
     cost = raw.get("cost")
-    usage = Usage(
+    usage = CompletionUsage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         total_tokens=_count(total) if total is not None else input_tokens + output_tokens,
@@ -155,7 +155,7 @@ def _usage(raw: Any) -> Usage | None:
     return usage
 
 
-def _check_bounds(usage: Usage) -> None:
+def _check_bounds(usage: CompletionUsage) -> None:
     """Refuse usage no record may carry (DESIGN rule 9), naming the field."""
     for name in ("input_tokens", "output_tokens", "total_tokens", "reasoning_tokens"):
         if getattr(usage, name) > MAX_TOKENS:

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 
-from resultlog.producer.benchmarks import Sample
+from resultlog.producer.datasets import Sample
 from resultlog.producer.errors import BenchmarkError
 from resultlog.schemas import ResultLogError, RunKey
 

@@ -14,15 +14,15 @@ from typing import Any, Literal, Self
 import httpx
 from pydantic import SecretStr
 
-from resultlog.producer._responses import Completion, Usage, parse_response, status_error
+from resultlog.producer._responses import Completion, CompletionUsage, parse_response, status_error
 from resultlog.producer.context import current_sample
 from resultlog.producer.errors import ModelError
 
 __all__ = [
     "Completion",
+    "CompletionUsage",
     "ErrorClass",
     "ModelClient",
-    "Usage",
     "classify_model_error",
 ]
 

@@ -25,8 +25,8 @@ from resultlog.producer._records import (
 )
 from resultlog.producer._retry import WritePolicy
 from resultlog.producer._schedule import LeaseFactory, first_error, leased, pairs, select
-from resultlog.producer.benchmarks import Benchmark, Sample
 from resultlog.producer.context import SampleContext, sample_scope
+from resultlog.producer.datasets import Benchmark, Sample
 from resultlog.producer.errors import ModelError, ProducerError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
 from resultlog.producer.store import NoopResultStore, ResultStore

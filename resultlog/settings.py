@@ -157,6 +157,26 @@ class Settings(BaseSettings):
         """The results, summaries and dead-letter topic names."""
         return self.results_topic, self.summaries_topic, self.dlq_topic
 
+    def every_topic(self) -> list[str]:
+        """Every topic these settings name, in field order."""
+        return [getattr(self, name) for name in type(self).model_fields if name.endswith("_topic")]
+
+    def namespaced(self, prefix: str) -> Settings:
+        """These settings with every topic and consumer group renamed from `resultlog` to `prefix`.
+
+        One test or benchmark then owns a whole set of topics and groups, and a topic added to
+        the settings is named here without anyone writing it out again.
+        """
+        renamed = {
+            name: prefix + str(field.default).removeprefix(_DEFAULT_PREFIX)
+            for name, field in type(self).model_fields.items()
+            if name.endswith(("_topic", "_group"))
+        }
+        return self.model_copy(update=renamed)
+
+
+_DEFAULT_PREFIX = "resultlog"
+
 
 def _unpaired() -> None:
     raise PemError(f"{_CERTIFICATE} and {_KEY} go together (mutual TLS): set both or neither")

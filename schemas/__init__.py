@@ -1,5 +1,12 @@
 """resultlog's contract: record models, Kafka keys and partitions, and the Avro codec."""
 
+# This folder is installed as resultlog.schemas (pyproject's package-dir); loading it under
+# another name (the repository root on sys.path) would load every module a second time.
+if __name__ != "resultlog.schemas":
+    raise ImportError(
+        f"import resultlog.schemas, not {__name__} (the folder schemas/ is resultlog.schemas)"
+    )
+
 from resultlog.schemas._catalog import SchemaCatalog, SchemaVersion, shipped_catalog
 from resultlog.schemas._types import (
     FORMAT_VERSION,
@@ -45,7 +52,7 @@ from resultlog.schemas.models import (
     ScoreValue,
     ToolCall,
     Usage,
-    Worker,
+    WriterProcess,
 )
 from resultlog.schemas.runkey import InvalidRunKeyError, RunKey
 from resultlog.schemas.summary import AsOf, RunSummary, SummaryUsage
@@ -91,7 +98,7 @@ __all__ = [
     "UnknownSchemaError",
     "Usage",
     "WireFormat",
-    "Worker",
+    "WriterProcess",
     "decode_key",
     "decode_run_key",
     "encode_key",

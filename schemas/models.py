@@ -102,7 +102,7 @@ class Harness(Frozen):
     version: str
 
 
-class Worker(Frozen):
+class WriterProcess(Frozen):
     """The process that wrote the record."""
 
     host: str
@@ -132,7 +132,7 @@ class SampleResult(Frozen):
     error: RecordError | None = None
     chunk_id: str | None = None
     chunk_index: Index | None = None
-    worker: Worker | None = None
+    worker: WriterProcess | None = None
     generation_ids: tuple[str, ...] = ()
     target: str | None = None
     input: str

@@ -40,15 +40,15 @@ dead-lettered again when a partition is rebuilt), but another instance or a rest
 write them again: DLQ delivery is at-least-once.
 """
 
-from resultlog.consumers.aggregator._api import (
+from resultlog.consumers.aggregator._health import Health
+from resultlog.consumers.aggregator._service import Aggregator
+from resultlog.consumers.aggregator._state import Lookup, RunsPage
+from resultlog.consumers.aggregator.web import (
     BadRequestError,
+    HttpServer,
     create_app,
     run_key_from_path,
 )
-from resultlog.consumers.aggregator._health import Health
-from resultlog.consumers.aggregator._http import HttpServer
-from resultlog.consumers.aggregator._service import Aggregator
-from resultlog.consumers.aggregator._state import Lookup, RunsPage
 
 __all__ = [
     "Aggregator",

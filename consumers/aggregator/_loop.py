@@ -19,11 +19,11 @@ from confluent_kafka import (
 )
 
 from resultlog.consumers._ingest import Ingested, ingest
-from resultlog.consumers.aggregator._checkpoint import Checkpoints
 from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
+from resultlog.consumers.aggregator.checkpoint import Checkpoints
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.summaries import SummaryPublisher

@@ -36,7 +36,7 @@ from resultlog.producer.inspect._errors import InspectPluginError
 from resultlog.producer.inspect._mapping import to_record
 from resultlog.producer.inspect._publisher import Publisher
 from resultlog.producer.inspect._task import TaskRun
-from resultlog.schemas import Harness, RunKey, Worker
+from resultlog.schemas import Harness, RunKey, WriterProcess
 from resultlog.settings import Settings
 
 __all__ = ["ENABLE_ENV", "HOOKS_NAME", "PublishingHooks", "refusing"]
@@ -73,7 +73,7 @@ class _Run:
 
     publisher: Publisher
     harness: Harness
-    worker: Worker
+    worker: WriterProcess
     tasks: dict[str, TaskRun] = field(default_factory=dict)  # by Inspect's eval_id
     failures: list[str] = field(default_factory=list)
     failed_run_ids: set[str] = field(default_factory=set)  # resultlog run ids missing results
@@ -103,7 +103,7 @@ class PublishingHooks(Hooks):
         except Exception as exc:
             _refuse(f"cannot publish results: {exc}")
         version = ".".join(map(str, _xbench.inspect_version()))
-        worker = Worker(host=socket.gethostname(), pid=os.getpid())
+        worker = WriterProcess(host=socket.gethostname(), pid=os.getpid())
         self._runs[data.run_id] = _Run(
             publisher, Harness(name="inspect_ai", version=version), worker
         )

@@ -28,7 +28,7 @@ from resultlog.schemas import (
     RecordStatus,
     SampleResult,
     ScoreValue,
-    Worker,
+    WriterProcess,
 )
 
 __all__ = ["to_record"]
@@ -37,7 +37,9 @@ _TO_FLOAT = value_to_float()  # C->1, I->0, P->0.5, N->0, yes/no, numbers (a fac
 _HTTP_STATUS = re.compile(r"Error code: (\d{3})\b")
 
 
-def to_record(task: TaskRun, sample: EvalSample, harness: Harness, worker: Worker) -> SampleResult:
+def to_record(
+    task: TaskRun, sample: EvalSample, harness: Harness, worker: WriterProcess
+) -> SampleResult:
     """The record of a finished (sample, epoch): completed, or degraded (S) if it errored."""
     fields = {**_identity(task, sample), **_outcome(sample)}
     payload = encode(task.header, sample)

@@ -29,7 +29,7 @@ from resultlog.producer import (
     run_benchmark,
     run_config,
 )
-from resultlog.producer.benchmarks import limit_samples
+from resultlog.producer.datasets import limit_samples
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import MAX_COST_USD
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from resultlog.cli._args import positive_int, run_key_part
 from resultlog.cli._connect import connect
-from resultlog.producer.worker import Worker, WorkerOptions
+from resultlog.producer.worker import ChunkWorker, WorkerOptions
 
 __all__ = ["register"]
 
@@ -48,7 +48,7 @@ def worker_command(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             max_chunks=args.max_chunks,
         )
-        worker = Worker(kafka, options)
+        worker = ChunkWorker(kafka, options)
         with _stopping_on_signals(worker):
             report = worker.run()
     print(f"resultlog worker: {report}", file=sys.stderr)
@@ -56,7 +56,7 @@ def worker_command(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _stopping_on_signals(worker: Worker) -> Iterator[None]:
+def _stopping_on_signals(worker: ChunkWorker) -> Iterator[None]:
     """SIGTERM and SIGINT ask the worker to leave cleanly instead of killing it."""
     handled = (signal.SIGTERM, signal.SIGINT)
     previous = {sig: signal.getsignal(sig) for sig in handled}

@@ -16,7 +16,7 @@ from resultlog.consumers import fold, replay_run
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.kafka import KafkaConnection
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.producer.store import KafkaResultStore

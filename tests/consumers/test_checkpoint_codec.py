@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from resultlog.consumers.aggregator._checkpoint_codec import (
+from resultlog.consumers.aggregator.checkpoint._codec import (
     CheckpointError,
     CheckpointId,
     Header,

@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition
 
 from resultlog.consumers import purge_run
 from resultlog.consumers.aggregator import Aggregator
-from resultlog.consumers.aggregator._checkpoint_codec import (
+from resultlog.consumers.aggregator.checkpoint._codec import (
     CheckpointId,
     Header,
     decode,

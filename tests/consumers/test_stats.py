@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from resultlog.consumers.aggregator._stats import Flip, estimate, flip_of, paired
+from resultlog.consumers.aggregator.web._stats import Flip, estimate, flip_of, paired
 
 
 def fractions(*values: float) -> list[Fraction]:

@@ -11,7 +11,7 @@ from resultlog.broker import LocalKafka
 from resultlog.consumers import read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import PersistenceError, Progress
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings

@@ -16,7 +16,7 @@ import pytest
 
 from resultlog.broker import LocalKafka
 from resultlog.producer import PersistenceError, Progress
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import ModelServer, is_expected_degraded
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings

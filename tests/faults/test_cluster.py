@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, Topi
 
 from resultlog.broker import LocalKafka
 from resultlog.producer import Progress
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
 from tests.support.audit import all_pairs, audit, report

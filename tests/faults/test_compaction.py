@@ -18,7 +18,7 @@ from resultlog.consumers import replay_all, replay_run
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import RunResult
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.schemas import RunKey, partition_for
 from resultlog.settings import Settings

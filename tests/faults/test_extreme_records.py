@@ -18,7 +18,7 @@ from fastavro import schemaless_writer
 
 from resultlog.consumers import fold, replay_all, replay_run
 from resultlog.kafka import KafkaConnection
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import (
     MAX_COST_USD,

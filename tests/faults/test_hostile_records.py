@@ -28,7 +28,7 @@ from resultlog.consumers.dlq import (
     HEADER_SOURCE_TOPIC,
 )
 from resultlog.kafka import KafkaConnection
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import Codec, RunKey, encode_key, run_key_prefix, shipped_catalog
 from resultlog.schemas.codec import SINGLE_OBJECT_MAGIC

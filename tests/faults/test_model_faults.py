@@ -14,7 +14,7 @@ import pytest
 from resultlog.consumers import read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import ModelError
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import Behavior, Fault, ModelServer
 from resultlog.schemas import RunKey, SampleResult, ScoreValue
 from resultlog.settings import Settings

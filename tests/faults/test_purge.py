@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey, encode_key, encode_run_key, partition_for, run_key_prefix
 from resultlog.settings import Settings

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from resultlog.consumers import fold
 from resultlog.producer import ModelClient, Sample, StaticBenchmark, arith
-from resultlog.producer.benchmarks import Scored
+from resultlog.producer.datasets import Scored
 from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import RunKey

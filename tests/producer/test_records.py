@@ -13,8 +13,8 @@ from resultlog.producer import (
     StaticBenchmark,
     run_benchmark,
 )
-from resultlog.producer.benchmarks import numeric_match
-from resultlog.producer.model_client import Usage
+from resultlog.producer.datasets import numeric_match
+from resultlog.producer.model_client import CompletionUsage
 from resultlog.schemas import Codec, RecordStatus, SampleResult
 
 TOOL_CALLS: list[Any] = [
@@ -52,7 +52,7 @@ def completion(**fields: Any) -> Completion:
         "tool_calls": None,
         "generation_id": "gen-1",
         "model": "m",
-        "usage": Usage(10, 5, 15, 2, 0.25),
+        "usage": CompletionUsage(10, 5, 15, 2, 0.25),
         "raw": {},
         "elapsed_ms": 7,
     }

@@ -7,7 +7,7 @@ import pytest
 from resultlog.consumers import read_run_records, read_run_views, run_status
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import ConfigChangedError, check_config, run_config
-from resultlog.producer.benchmarks import arith, limit_samples
+from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import FoldView, RunKey, SampleResult

@@ -11,7 +11,7 @@ import pytest
 from resultlog.consumers import LoadedViews, RunRecords, fold, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._scorers import Scored
-from resultlog.producer.benchmarks import Benchmark, Sample, StaticBenchmark, arith, limit_samples
+from resultlog.producer.datasets import Benchmark, Sample, StaticBenchmark, arith, limit_samples
 from resultlog.producer.errors import PersistenceError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient
 from resultlog.producer.offline import Behavior, ModelServer

@@ -12,8 +12,8 @@ from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.producer.worker import (
     CHUNK_FAILED,
+    ChunkWorker,
     RunSpec,
-    Worker,
     WorkerOptions,
     plan_chunks,
     submit_chunks,
@@ -86,7 +86,7 @@ def test_poison_and_failing_tasks_are_dead_lettered_and_the_worker_goes_on(
 
 def test_an_unreachable_work_topic_is_a_clear_error(settings: Settings) -> None:
     missing = settings.model_copy(update={"work_topic": f"{settings.work_topic}.missing"})
-    worker = Worker(KafkaConnection(missing), WorkerOptions("g"))
+    worker = ChunkWorker(KafkaConnection(missing), WorkerOptions("g"))
     try:
         worker.run()
     except Exception as exc:
@@ -101,7 +101,7 @@ def test_a_partition_paused_before_it_moved_away_is_served_when_it_comes_back(
 ) -> None:
     # librdkafka keeps a pause across revoke and re-assign: a worker holding a task (its
     # partition paused) that loses and regains the partition must read it again.
-    worker = Worker(kafka, WorkerOptions(f"{unique_name}.workers"))
+    worker = ChunkWorker(kafka, WorkerOptions(f"{unique_name}.workers"))
     topic, config = (
         kafka.work_topic,
         {

@@ -25,15 +25,8 @@ def _settings(kafka_bootstrap: str, unique_name: str, partitions: int) -> Settin
     """Settings of topics not created yet."""
     return Settings(
         bootstrap_servers=kafka_bootstrap,
-        results_topic=f"{unique_name}.results",
-        summaries_topic=f"{unique_name}.summaries",
-        dlq_topic=f"{unique_name}.dlq",
-        leases_topic=f"{unique_name}.leases",
-        checkpoints_topic=f"{unique_name}.checkpoints",
-        work_topic=f"{unique_name}.work",
-        work_dlq_topic=f"{unique_name}.work.dlq",
         partitions=partitions,
-    )
+    ).namespaced(unique_name)
 
 
 def test_creates_five_topics_with_their_configs_idempotently(

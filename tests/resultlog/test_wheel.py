@@ -101,7 +101,7 @@ def test_the_wheel_holds_resultlog_alone_with_its_schemas_and_type_markers(wheel
         shipped = {n for n in names if n.endswith(".avsc")}
         assert shipped == {f"resultlog/{s.as_posix()}" for s in schemas}
 
-        page_files = _repo_files("consumers/aggregator/static/*")
+        page_files = _repo_files("consumers/aggregator/web/static/*")
         assert {p.name for p in page_files} >= {"page.js", "page.css"}
         for page_file in page_files:  # the runs page's script and style, as package data
             shipped_file = archive.read(f"resultlog/{page_file.as_posix()}")

@@ -29,16 +29,9 @@ def test_work_topics_delete_and_may_grow(
 ) -> None:
     settings = Settings(
         bootstrap_servers=kafka_bootstrap,
-        results_topic=f"{unique_name}.results",
-        summaries_topic=f"{unique_name}.summaries",
-        dlq_topic=f"{unique_name}.dlq",
-        leases_topic=f"{unique_name}.leases",
-        checkpoints_topic=f"{unique_name}.checkpoints",
-        work_topic=f"{unique_name}.work",
-        work_dlq_topic=f"{unique_name}.work.dlq",
         partitions=2,
         work_partitions=4,
-    )
+    ).namespaced(unique_name)
     created = ensure_topics(KafkaConnection(settings))
     assert {o.name for o in created if o.created} >= {settings.work_topic, settings.work_dlq_topic}
     metadata = admin.list_topics(timeout=10).topics

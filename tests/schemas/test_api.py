@@ -32,7 +32,7 @@ CONTRACT = [
     "ScoreValue",
     "ToolCall",
     "Usage",
-    "Worker",
+    "WriterProcess",
     # work tasks of distributed workers
     "ChunkTask",
     "task_key",

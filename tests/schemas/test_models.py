@@ -18,7 +18,7 @@ from resultlog.schemas import (
     ScoreValue,
     ToolCall,
     Usage,
-    Worker,
+    WriterProcess,
     encode_key,
 )
 from tests.support.records import RecordFactory, record_fields
@@ -138,7 +138,7 @@ def test_usage_and_worker_constraints() -> None:
     with pytest.raises(ValidationError, match="total_cost"):
         Usage(input_tokens=1, output_tokens=1, total_tokens=2, total_cost=-1.0)
     with pytest.raises(ValidationError, match="pid"):
-        Worker(host="h", pid=-5)
+        WriterProcess(host="h", pid=-5)
     with pytest.raises(ValidationError, match="http_status"):
         RecordError(kind="model_error", message="m", http_status=42)
 

@@ -38,17 +38,8 @@ def topic_settings(
     """Settings whose topics and group are named after `name` (default: a fresh one), created."""
     name = name or f"t{uuid.uuid4().hex[:12]}"
     settings = Settings(
-        bootstrap_servers=bootstrap,
-        results_topic=f"{name}.sample-results",
-        summaries_topic=f"{name}.run-summaries",
-        dlq_topic=f"{name}.sample-results.dlq",
-        leases_topic=f"{name}.leases",
-        checkpoints_topic=f"{name}.checkpoints",
-        work_topic=f"{name}.work",
-        work_dlq_topic=f"{name}.work.dlq",
-        aggregator_group=f"{name}.aggregator",
-        **{"partitions": TEST_PARTITIONS, **fields},
-    )
+        bootstrap_servers=bootstrap, **{"partitions": TEST_PARTITIONS, **fields}
+    ).namespaced(name)
     with KafkaConnection(settings) as kafka:
         ensure_topics(kafka, topic_specs(settings, extra_config))
     return settings

@@ -26,7 +26,7 @@ from resultlog.schemas import (
     SummaryUsage,
     ToolCall,
     Usage,
-    Worker,
+    WriterProcess,
 )
 
 MAX_LONG = 2**63 - 1
@@ -90,7 +90,7 @@ usages = st.builds(
 errors = st.builds(
     RecordError, kind=names, message=text, http_status=st.none() | st.integers(100, 599)
 )
-workers = st.builds(Worker, host=text, pid=counts)
+workers = st.builds(WriterProcess, host=text, pid=counts)
 
 
 @st.composite

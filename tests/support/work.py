@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from resultlog.consumers import read_run_records
 from resultlog.kafka import KafkaClientError, KafkaConnection
-from resultlog.producer.worker import Worker, WorkerOptions, WorkerReport
+from resultlog.producer.worker import ChunkWorker, WorkerOptions, WorkerReport
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.support.cli import cli_argv
@@ -123,7 +123,7 @@ def committed_tasks(kafka: KafkaConnection) -> int:
 
 def serve_until(kafka: KafkaConnection, settled: int) -> WorkerReport:
     """Run a worker in a thread until `settled` tasks are committed, then stop it."""
-    worker = Worker(kafka, WorkerOptions(kafka.settings.work_group, concurrency=2))
+    worker = ChunkWorker(kafka, WorkerOptions(kafka.settings.work_group, concurrency=2))
     reports: list[WorkerReport] = []
     thread = threading.Thread(target=lambda: reports.append(worker.run()))
     thread.start()

@@ -15,10 +15,10 @@ from inspect_ai.scorer import Score
 from resultlog.producer.inspect._mapping import to_record
 from resultlog.producer.inspect._payload import decode
 from resultlog.producer.inspect._task import TaskRun
-from resultlog.schemas import Harness, RecordStatus, RunKey, SampleResult, ScoreValue, Worker
+from resultlog.schemas import Harness, RecordStatus, RunKey, SampleResult, ScoreValue, WriterProcess
 
 HARNESS = Harness(name="inspect_ai", version="0.3.285")
-WORKER = Worker(host="test", pid=1)
+WORKER = WriterProcess(host="test", pid=1)
 
 
 def sample_of(log: EvalLog, sample_id: str, epoch: int) -> EvalSample:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from resultlog.consumers.aggregator._checkpoint_codec import (
+from resultlog.consumers.aggregator.checkpoint._codec import (
     CheckpointError,
     Header,
     Piece,

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 
-from resultlog.consumers.aggregator._samples import Cell
-from resultlog.consumers.aggregator._stats import Estimate
+from resultlog.consumers.aggregator.web._samples import Cell
+from resultlog.consumers.aggregator.web._stats import Estimate
 from resultlog.schemas import ScoreValue
 
 __all__ = ["MAX_GRID_SAMPLES", "epoch_bars", "interval_plot", "progress_line", "sample_grid"]

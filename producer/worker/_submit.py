@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaError, Message
 
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
-from resultlog.producer._worker._plan import WorkError
+from resultlog.producer.worker._plan import WorkError
 from resultlog.schemas import ChunkTask
 
 __all__ = ["submit_chunks"]

@@ -11,12 +11,12 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from resultlog.consumers.dlq import reason_kind
 from resultlog.kafka import KafkaConnection
-from resultlog.producer._worker._chunk import ChunkRunner, RunningChunk
-from resultlog.producer._worker._dead import CHUNK_FAILED, WorkDeadLetters
-from resultlog.producer._worker._intake import Intake
+from resultlog.producer.worker._chunk import ChunkRunner, RunningChunk
+from resultlog.producer.worker._dead import CHUNK_FAILED, WorkDeadLetters
+from resultlog.producer.worker._intake import Intake
 from resultlog.schemas import ChunkTask, DecodeError
 
-__all__ = ["Worker", "WorkerOptions", "WorkerReport"]
+__all__ = ["ChunkWorker", "WorkerOptions", "WorkerReport"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class WorkerReport:
         )
 
 
-class Worker:
+class ChunkWorker:
     """Consumes chunk tasks as one member of a consumer group and runs each with the runner.
 
     A task's offset is committed only after its chunk has run (or was dead-lettered). While a

@@ -17,7 +17,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
-from resultlog.consumers.aggregator._stats import Estimate, Flip, PairedSample, estimate, paired
+from resultlog.consumers.aggregator.web._stats import Estimate, Flip, PairedSample, estimate, paired
 from resultlog.consumers.fold import RunFold, Shape
 from resultlog.consumers.resume import RunRecords
 from resultlog.schemas import RunKey, RunSummary, SampleResult, ScoreValue

@@ -16,15 +16,15 @@ import time
 from confluent_kafka import Consumer
 from confluent_kafka.admin import ConfigResource
 
-from resultlog.consumers.aggregator._checkpoint_read import (
+from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator._state import Shared
+from resultlog.consumers.aggregator.checkpoint._read import (
     Bounds,
     Restored,
     Unusable,
     read_checkpoints,
 )
-from resultlog.consumers.aggregator._checkpoint_write import CheckpointWriter, Snapshot
-from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator._state import Shared
+from resultlog.consumers.aggregator.checkpoint._write import CheckpointWriter, Snapshot
 from resultlog.kafka import KafkaClientError, KafkaConnection, TopicLayoutError
 
 __all__ = ["Checkpoints"]

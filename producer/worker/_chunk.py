@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from resultlog.consumers import LoadedViews, read_run_views
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._config import run_config
-from resultlog.producer._worker._plan import task_benchmark
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.runner import RunResult, model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
+from resultlog.producer.worker._plan import task_benchmark
 from resultlog.schemas import ChunkTask, RunKey, SampleResult
 
 if TYPE_CHECKING:

@@ -8,9 +8,9 @@ from typing import Protocol
 from starlette.responses import JSONResponse, Response
 
 from resultlog.consumers.aggregator._health import Health
-from resultlog.consumers.aggregator._paths import describe
-from resultlog.consumers.aggregator._samples import RunSamples, SampleCache
 from resultlog.consumers.aggregator._state import Lookup, RunsPage
+from resultlog.consumers.aggregator.web._paths import describe
+from resultlog.consumers.aggregator.web._samples import RunSamples, SampleCache
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.resume import RunRecords
 from resultlog.schemas import RunKey, RunSummary

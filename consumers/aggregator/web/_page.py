@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from resultlog.consumers.aggregator import _html
-from resultlog.consumers.aggregator._paths import BadRequestError, compare_keys, run_route
-from resultlog.consumers.aggregator._samples import Comparison, RunSamples, SampleCache
-from resultlog.consumers.aggregator._source import (
+from resultlog.consumers.aggregator.web import _html
+from resultlog.consumers.aggregator.web._paths import BadRequestError, compare_keys, run_route
+from resultlog.consumers.aggregator.web._samples import Comparison, RunSamples, SampleCache
+from resultlog.consumers.aggregator.web._source import (
     SummarySource,
     read_samples,
     served_summary,
@@ -42,7 +42,7 @@ _NO_STORE = {"Cache-Control": "no-store"}
 
 
 def _static_files() -> dict[str, bytes]:
-    folder = resources.files("resultlog.consumers.aggregator") / "static"
+    folder = resources.files("resultlog.consumers.aggregator.web") / "static"
     return {name: (folder / name).read_bytes() for name in _STATIC}
 
 

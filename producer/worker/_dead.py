@@ -12,7 +12,7 @@ from resultlog.consumers.dlq import (
     HEADER_SOURCE_TOPIC,
 )
 from resultlog.kafka import Headers, KafkaClientError, KafkaConnection, produce
-from resultlog.producer._worker._plan import WorkError
+from resultlog.producer.worker._plan import WorkError
 
 __all__ = ["CHUNK_FAILED", "HEADER_ATTEMPTS", "WorkDeadLetters"]
 

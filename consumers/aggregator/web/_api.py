@@ -31,16 +31,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from resultlog.consumers.aggregator._page import OPEN_PATHS, OPEN_PREFIXES, page_routes
-from resultlog.consumers.aggregator._paths import (
+from resultlog.consumers.aggregator.web._page import OPEN_PATHS, OPEN_PREFIXES, page_routes
+from resultlog.consumers.aggregator.web._paths import (
     MAX_PART,
     BadRequestError,
     compare_keys,
     run_key_from_path,
     run_route,
 )
-from resultlog.consumers.aggregator._samples import Comparison, SampleCache
-from resultlog.consumers.aggregator._source import (
+from resultlog.consumers.aggregator.web._samples import Comparison, SampleCache
+from resultlog.consumers.aggregator.web._source import (
     NotServedError,
     SummarySource,
     error,

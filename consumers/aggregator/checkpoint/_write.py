@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, Message
 
-from resultlog.consumers.aggregator._checkpoint_codec import (
+from resultlog.consumers.aggregator.checkpoint._codec import (
     CheckpointId,
     Header,
     RunRows,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from resultlog.producer.benchmarks import (
+from resultlog.producer.context import sample_scope
+from resultlog.producer.datasets import (
     ARITH_SIZE,
     Benchmark,
     Sample,
@@ -23,14 +24,13 @@ from resultlog.producer.benchmarks import (
     numeric_match,
     resolve_benchmark,
 )
-from resultlog.producer.context import sample_scope
 from resultlog.producer.errors import BenchmarkError, ModelError
 from resultlog.producer.model_client import ModelClient, classify_model_error
 from resultlog.producer.offline import ModelServer
 
 REPO = Path(__file__).resolve().parents[2]
 DIGEST = (
-    "import hashlib, json; from resultlog.producer.benchmarks import arith; "
+    "import hashlib, json; from resultlog.producer.datasets import arith; "
     "print(hashlib.sha256(json.dumps([(s.id, s.input, s.target) "
     "for s in arith().samples()]).encode()).hexdigest())"
 )

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from resultlog.producer._config import dataset_sha256
-from resultlog.producer.benchmarks import Benchmark, limit_samples, resolve_benchmark
+from resultlog.producer.datasets import Benchmark, limit_samples, resolve_benchmark
 from resultlog.producer.errors import ProducerError
 from resultlog.schemas import ChunkTask
 

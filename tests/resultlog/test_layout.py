@@ -1,0 +1,91 @@
+"""One file, one module: schemas/, producer/ and consumers/ load only as resultlog.*."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MAPPED = {"resultlog.schemas": "schemas", "resultlog.producer": "producer"}
+MAPPED["resultlog.consumers"] = "consumers"
+
+# Imports every module of the package, then tries each mapped folder's files under their bare
+# names (what an IDE's auto-import or the repository root on sys.path would offer), and prints
+# which bare names loaded and every file that sys.modules holds under two names.
+PROBE = """
+import importlib, json, pkgutil, sys
+refused, loaded = [], []
+for top in ("resultlog", "resultlog.schemas", "resultlog.producer", "resultlog.consumers"):
+    package = importlib.import_module(top)
+    for info in pkgutil.walk_packages(package.__path__, top + "."):
+        if info.name.endswith("__main__"):
+            continue  # runs the command line
+        importlib.import_module(info.name)
+for name in ("schemas", "schemas.codec", "producer", "producer.runner", "consumers",
+             "consumers.fold", "consumers.aggregator"):
+    try:
+        importlib.import_module(name)
+        loaded.append(name)
+    except ImportError as exc:
+        refused.append(str(exc))
+files = {}
+for name, module in list(sys.modules.items()):
+    path = getattr(module, "__file__", None)
+    if path:
+        files.setdefault(path, []).append(name)
+twice = {path: names for path, names in files.items() if len(names) > 1}
+print(json.dumps({"refused": refused, "loaded": loaded, "twice": twice}))
+"""
+
+
+@pytest.mark.parametrize("cwd", [REPO, REPO / "tests"], ids=["repo-root", "tests"])
+def test_no_file_loads_under_two_names(cwd: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r})\n{PROBE}"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    seen = json.loads(done.stdout)
+    ours = {path: names for path, names in seen["twice"].items() if path.startswith(str(REPO))}
+    assert ours == {}
+    assert seen["loaded"] == []
+    assert all("import resultlog." in line for line in seen["refused"]), seen["refused"]
+
+
+def test_the_mapped_folders_are_the_resultlog_sub_packages() -> None:
+    import resultlog.consumers
+    import resultlog.producer
+    import resultlog.schemas
+
+    for module in (resultlog.schemas, resultlog.producer, resultlog.consumers):
+        folder = Path(module.__file__ or "").parent
+        assert folder == REPO / MAPPED[module.__name__]
+
+
+def test_pyproject_lists_every_package_folder() -> None:
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"resultlog": "resultlog", **MAPPED}
+    found = set()
+    for package, folder in setuptools["package-dir"].items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(REPO / folder).parts
+            found.add(".".join((package, *relative)))
+    assert set(setuptools["packages"]) == found
+
+
+def test_the_repository_holds_no_symbolic_links() -> None:
+    staged = subprocess.run(
+        ["git", "ls-files", "--stage"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    links = [
+        line.split("\t")[1] for line in staged.stdout.splitlines() if line.startswith("120000")
+    ]
+    assert links == []
