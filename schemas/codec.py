@@ -44,7 +44,7 @@ _SINGLE_OBJECT_HEADER = 10
 _REGISTRY_HEADER = 5
 
 ModelT = TypeVar("ModelT", SampleResult, RunSummary, ChunkTask)
-# pydantic error types that mean "a number outside its bounds" (DESIGN rule 9).
+# pydantic error types that mean "a number outside its bounds" (docs/design.md, rule 9).
 _BOUND_ERRORS = frozenset(
     {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
 )

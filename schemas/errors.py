@@ -69,7 +69,7 @@ class UnknownSchemaError(DecodeError):
 
 
 class OutOfRangeError(DecodeError):
-    """A record decodes but a number in it is outside the contract's bounds (DESIGN rule 9)."""
+    """A record decodes but a number in it is outside the contract's bounds (design rule 9)."""
 
 
 class RegistryNotConfiguredError(UnknownSchemaError, ConfigurationError):
