@@ -33,8 +33,8 @@ def restartable_settings(restartable_kafka: LocalKafka) -> Iterator[Settings]:
 
 
 # The fault table of the documentation (docs/_generated/faults.md): written when the whole
-# tier runs as `make test-faults` does (marker `faults`, the default test paths, no -k), so a
-# single test run by hand never replaces it with one row.
+# tier runs as `make test-faults` does (marker `faults`, the default test paths, no -k,
+# --deselect or --lf), so a single test run by hand never replaces it with one row.
 _CHECKS = pytest.StashKey[dict[str, str]]()
 _ROWS = pytest.StashKey[dict[str, FaultRow]]()
 _STARTED = pytest.StashKey[float]()
@@ -79,6 +79,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     whole_tier = (
         config.getoption("markexpr") == "faults"
         and not config.getoption("keyword")
+        and not config.getoption("deselect", None)
+        and not config.getoption("lf", False)
         and config.args_source is pytest.Config.ArgsSource.TESTPATHS
     )
     if not whole_tier or not checks or set(rows) != set(checks):
