@@ -18,6 +18,7 @@ from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
     DecodeError,
+    Location,
     RunKey,
     SampleResult,
     decode_key,
@@ -90,9 +91,7 @@ def read_key_histories(
         completed: tuple[SampleResult, bytes] | None = None
         for position, (offset, value) in enumerate(reversed(versions)):
             try:
-                record = decode_value(
-                    codec, record_id, value, topic=topic, partition=partition, offset=offset
-                )
+                record = decode_value(codec, record_id, value, Location(topic, partition, offset))
             except DecodeError:
                 continue
             latest = record if position == 0 else latest

@@ -24,6 +24,7 @@ from resultlog.schemas import (
     ConfigurationError,
     DecodeError,
     FoldView,
+    Location,
     RunKey,
     SampleResult,
     decode_key,
@@ -151,9 +152,7 @@ def _decode_latest(
             key = decode_key(raw_key)
             if samples is not None and key.sample_index not in samples:
                 continue
-            decoded.append(
-                decode(codec, key, value, topic=topic, partition=partition, offset=offset)
-            )
+            decoded.append(decode(codec, key, value, Location(topic, partition, offset)))
         except ConfigurationError:
             raise  # e.g. registry-framed records and no registry: not garbage, a reader to fix
         except DecodeError as exc:
@@ -203,14 +202,7 @@ def read_run_views(
     def full(view: FoldView) -> SampleResult:
         key = encode_key(run_key, view.sample_index, view.epoch)
         offset, value = latest[key]
-        return decode_value(
-            codec,
-            decode_key(key),
-            value,
-            topic=topic,
-            partition=partition,
-            offset=offset,
-        )
+        return decode_value(codec, decode_key(key), value, Location(topic, partition, offset))
 
     return LoadedViews(views, reasons.total(), MappingProxyType(dict(reasons)), full)
 

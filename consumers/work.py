@@ -17,7 +17,15 @@ from confluent_kafka import KafkaException
 from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection
-from resultlog.schemas import ChunkTask, DecodeError, FoldView, RunKey, SampleResult, run_key_prefix
+from resultlog.schemas import (
+    ChunkTask,
+    DecodeError,
+    FoldView,
+    Location,
+    RunKey,
+    SampleResult,
+    run_key_prefix,
+)
 
 __all__ = ["ChunkProgress", "ChunkState", "LocatedTask", "WorkProgress", "read_run_tasks"]
 
@@ -116,7 +124,7 @@ def read_run_tasks(
             partition, offset = message.partition() or 0, message.offset() or 0
             try:
                 task = kafka.codec.decode_chunk_task(
-                    message.value(), topic=topic, partition=partition, offset=offset
+                    message.value(), at=Location(topic, partition, offset)
                 )
             except DecodeError as exc:
                 undecodable += 1

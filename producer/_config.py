@@ -1,6 +1,6 @@
 """A run's configuration (what shaped its answers) as canonical JSON, and its fingerprint.
 
-DESIGN rule 10: every record carries it, and resume reuses only records made under the same
+Design rule 10: every record carries it, and resume reuses only records made under the same
 configuration. The shape of a run (epochs, `--limit`, `--range`, chunks) is not part of it:
 re-running a run id with fewer epochs or a smaller limit is the same experiment. So the
 dataset's hash is over the benchmark's whole dataset, before any limit.

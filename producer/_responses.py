@@ -156,7 +156,7 @@ def _usage(raw: Any) -> CompletionUsage | None:
 
 
 def _check_bounds(usage: CompletionUsage) -> None:
-    """Refuse usage no record may carry (DESIGN rule 9), naming the field."""
+    """Refuse usage no record may carry (docs/design.md, rule 9), naming the field."""
     for name in ("input_tokens", "output_tokens", "total_tokens", "reasoning_tokens"):
         if getattr(usage, name) > MAX_TOKENS:
             raise ValueError(f"usage.{name} {getattr(usage, name)} is above {MAX_TOKENS}")

@@ -33,7 +33,7 @@ _FATAL_4XX = frozenset({401, 403, 404})
 
 
 def classify_model_error(err: ModelError) -> ErrorClass:
-    """Map a model error to its outcome (DESIGN record semantics 6).
+    """Map a model error to its outcome (docs/design.md, rule 6).
 
     429 or >= 500 -> "skip" (degraded S); 401/403/404 or no HTTP status -> "fatal" (fails
     the run); any other non-2xx status (400, 402, a 3xx...) -> "incorrect" (degraded I).
@@ -158,7 +158,7 @@ class ModelClient:
 
     async def _attempt(self, body: dict[str, Any], attempt: int) -> Completion:
         """Send the request once; translate every failure into a ModelError."""
-        # The seed times the final, successful attempt: backoff sleeps and failed attempts
+        # Time the final, successful attempt only: backoff sleeps and failed attempts
         # are the infrastructure's time, not the model's.
         started = time.perf_counter()
         try:

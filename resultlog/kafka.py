@@ -97,7 +97,7 @@ class TopicLayout:
 
 
 def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
-    """The topics of DESIGN.md: compacted results, summaries, leases and aggregator
+    """The Kafka layout (docs/design.md): compacted results, summaries, leases and aggregator
     checkpoints, a deleting DLQ."""
     compacted = TopicLayout(settings.partitions, "compact")
     return {

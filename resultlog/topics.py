@@ -60,7 +60,7 @@ class TopicOutcome:
 def topic_specs(
     settings: Settings, extra_config: Mapping[str, str] | None = None
 ) -> list[TopicSpec]:
-    """The topics of DESIGN.md: those of `resultlog.kafka.topic_layouts`, then the work topics.
+    """The Kafka layout (docs/design.md): `resultlog.kafka.topic_layouts`, then the work topics.
 
     Results (and the DLQ, which copies them) accept messages up to the settings'
     `max_message_bytes` after compression; leases get short segments; the work topic and its

@@ -62,7 +62,7 @@ def _utc_millis(value: datetime) -> datetime:
 Count = Annotated[int, Strict(), Field(ge=0, le=_MAX_LONG)]
 """A non-negative Avro long; bools and numeric strings are refused."""
 
-# Rule 9 of DESIGN.md: every number a reader sums is bounded so that its sum over 2^31
+# Design rule 9 (docs/design.md): every number a reader sums is bounded so that its sum over 2^31
 # records still fits an Avro long (2^31 x 2^32 = 2^63) or a double with room to spare.
 # Refused when a record is built; dead-lettered as out_of_range when a reader meets one.
 MAX_RECORDS_SUMMED: Final = 2**31

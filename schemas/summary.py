@@ -42,7 +42,7 @@ class AsOf(Frozen):
 
 
 class RunSummary(Frozen):
-    """Aggregate of a run key's latest records (see DESIGN.md, "The fold")."""
+    """Aggregate of a run key's latest records (docs/design.md, rules 12 and 13)."""
 
     format_version: Literal[1] = 1
     run_id: NonEmptyStr

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every benchmark on one launcher broker, each printing our figures next to a baseline of the
-# same run and the goal; then one table of every figure. `--quick`: 100k records only,
-# shorter windows. A benchmark module not present on this branch is named and skipped.
+# same run and the goal; then one table of every figure, also written to the documentation's
+# performance page (docs/_generated/bench.md). `--quick`: 100k records only, shorter windows.
+# A benchmark module not present on this branch is named and skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=false
@@ -32,7 +33,8 @@ else
   modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory peer_quix
     write_path scale)
 fi
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
+load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "machine: $(nproc) cores, load average $load_at_start (1, 5, 15 min)"
 
 missing=()
 for module in "${modules[@]}"; do
@@ -74,5 +76,13 @@ done
 
 printf '\nAll figures (%ds; load average now %s; on a shared machine they are upper bounds)\n\n' \
   $((SECONDS - started)) "$(cut -d' ' -f1-3 /proc/loadavg)"
-.venv/bin/python -m benchmarks._results "$results"
+mode="make bench"
+$quick && mode="make bench-quick (100k records, short windows)"
+context="Written by $mode on $(date -u '+%Y-%m-%d %H:%M UTC') at commit \
+$(git rev-parse --short HEAD 2>/dev/null || echo unknown): $(nproc) cores, load average \
+$load_at_start at the start and $(cut -d' ' -f1-3 /proc/loadavg) at the end (1, 5, 15 min), \
+$((SECONDS - started)) s. On a shared machine times are upper bounds and rates lower bounds; \
+ratios compare figures of the same run."
+.venv/bin/python -m benchmarks._results "$results" --markdown docs/_generated/bench.md \
+  --context "$context"
 exit $((failed > 0))

@@ -28,7 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 
 from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import Codec, DecodeError, RunKey, RunSummary, decode_run_key
+from resultlog.schemas import Codec, DecodeError, Location, RunKey, RunSummary, decode_run_key
 
 __all__ = ["Corrections", "SummaryWatcher"]
 
@@ -123,7 +123,7 @@ class SummaryWatcher:
         if value is None:
             return None
         try:
-            return self._codec.decode_run_summary(value, topic=self.topic)
+            return self._codec.decode_run_summary(value, at=Location(self.topic))
         except DecodeError:
             return UNREADABLE
 

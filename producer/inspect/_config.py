@@ -1,6 +1,6 @@
 """An Inspect task's configuration (what shaped its answers) as the records' canonical JSON.
 
-DESIGN rule 10 for Inspect: the same fields as `resultlog run`'s configuration where Inspect
+Design rule 10 for Inspect: the same fields as `resultlog run`'s configuration where Inspect
 has them (model, endpoint, generation parameters, the task and its version, the dataset, the
 solver plan, the scorers). Nothing that changes between an eval and its resume goes in: not
 the eval id, the task file's path, the dataset's path (Inspect keeps it relative to the

@@ -14,7 +14,7 @@ from resultlog.kafka import KafkaConnection
 from resultlog.producer.worker._chunk import ChunkRunner, RunningChunk
 from resultlog.producer.worker._dead import CHUNK_FAILED, WorkDeadLetters
 from resultlog.producer.worker._intake import Intake
-from resultlog.schemas import ChunkTask, DecodeError
+from resultlog.schemas import ChunkTask, DecodeError, Location
 
 __all__ = ["ChunkWorker", "WorkerOptions", "WorkerReport"]
 
@@ -133,7 +133,7 @@ class ChunkWorker:
         partition, offset = message.partition() or 0, message.offset() or 0
         try:
             task = self._kafka.codec.decode_chunk_task(
-                message.value(), topic=self._topic, partition=partition, offset=offset
+                message.value(), at=Location(self._topic, partition, offset)
             )
         except DecodeError as exc:
             log.warning("dead-lettering an undecodable task: %s", exc)

@@ -1,4 +1,4 @@
-"""The `resultlog` command line (DESIGN.md, "Command line"): `main` is the console script."""
+"""The `resultlog` command line (docs/reference/cli.md): `main` is the console script."""
 
 from __future__ import annotations
 

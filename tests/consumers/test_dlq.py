@@ -20,7 +20,7 @@ from resultlog.consumers.dlq import (
     reason_kind,
 )
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import Codec, DecodeError, decode_key, encode_key
+from resultlog.schemas import Codec, DecodeError, Location, decode_key, encode_key
 from resultlog.settings import Settings
 from tests.support.aggregator import served
 from tests.support.kafka import (
@@ -62,7 +62,7 @@ def test_the_writer_copies_key_and_value_with_reason_and_source_headers(
         kind="undecodable_value",
     )
     try:
-        Codec().decode_sample_result(b"", topic="src", partition=1, offset=7)
+        Codec().decode_sample_result(b"", at=Location("src", 1, 7))
     except DecodeError as exc:
         writer.send_error(exc, b"k2", None)
     assert writer.flush(10) == 0

@@ -1,4 +1,4 @@
-"""Two workers on one run key, as processes: degraded writes never shadow successes (item 1).
+"""Two workers on one run key, as processes: degraded writes never shadow successes (design rule 3).
 
 Worker A asks a model that answers a quarter of the pairs with 429 or 500; it is paused
 (SIGSTOP) past its lease, so worker B, asking a healthy model, takes the run key over; A is
@@ -60,7 +60,7 @@ def test_a_paused_workers_degraded_writes_never_shadow_another_workers_successes
         wait_for(lambda: len(durable(settings, run_key)) >= 10, "A's first records")
         a.send_signal(signal.SIGSTOP)
         time.sleep(LEASE_TTL_S + 0.5)  # A's lease expires: B may take the run key over
-        # Another endpoint is another configuration (DESIGN rule 10): B takes A's records as
+        # Another endpoint is another configuration (design rule 10): B takes A's records as
         # they are.
         b = start(run_args(healthy_url, 1, "--accept-config-change"), env)
         wait_for(lambda: _written_by(settings, run_key, b.pid) >= 5, "B's first records")

@@ -1,4 +1,4 @@
-"""Records at and beyond the contract's bounds (DESIGN rule 9) against a real broker.
+"""Records at and beyond the contract's bounds (design rule 9) against a real broker.
 
 Records at every bound decode and fold; records beyond them (a metric of 1.7e308, a cost of
 1e308, token counts and generation times of 2**62: valid Avro that stopped the aggregator,

@@ -101,7 +101,7 @@ def test_purge_deletes_the_run_for_every_reader(kafka_bootstrap: str) -> None:
             child_env(settings),
             *["replay", "--run-id", doomed.run_id, "--benchmark", doomed.benchmark_id],
             *["--model", doomed.model, "--json"],
-        )  # issue 11: a run without records is an error, not a zero summary
+        )  # a run without records is an error, not a zero summary
         assert replayed.returncode == 1 and not replayed.stdout
         assert replayed.stderr == (
             f"resultlog: error: run {doomed} has no records in {settings.results_topic}\n"

@@ -43,7 +43,7 @@ def _replay(settings: Settings, run_key: RunKey, *extra: str):  # type: ignore[n
 
 def test_publish_skips_runs_without_records_and_purged_runs(settings: Settings) -> None:
     ghost = RunKey("never-ran", "arith", MODEL)
-    refused = _replay(settings, ghost, "--publish")  # item 11: a one-line error, not a no-op
+    refused = _replay(settings, ghost, "--publish")  # a one-line error, not a no-op
     assert refused.returncode == 1 and "has no records" in refused.stderr
     purged = RunKey("purged", "arith", MODEL)
     write(settings, _records(purged, 0, 10))

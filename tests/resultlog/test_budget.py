@@ -1,4 +1,4 @@
-"""Budgets (DESIGN rule 11): `resultlog run --budget-usd` as a process, a real broker and the
+"""Budgets (design rule 11): `resultlog run --budget-usd` as a process, a real broker and the
 offline model as its own process (20 ms a request), whose request log says what was paid."""
 
 from __future__ import annotations
