@@ -22,15 +22,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed by `make
     ) from exc
 
 from resultlog.analysis._frames import COMPARE_COLUMNS, FULL_COLUMNS, RUN_COLUMNS, SAMPLE_COLUMNS
-from resultlog.analysis._tables import (
-    Progress,
-    Source,
-    compare_df,
-    read_runs,
-    runs_df,
-    samples_df,
-    select,
-)
+from resultlog.analysis._tables import Progress, Source, compare_df, runs_df, samples_df
 from resultlog.analysis._write import FORMATS, check_writable, write_table
 from resultlog.analysis.errors import AnalysisError
 
@@ -45,9 +37,7 @@ __all__ = [
     "Source",
     "check_writable",
     "compare_df",
-    "read_runs",
     "runs_df",
     "samples_df",
-    "select",
     "write_table",
 ]

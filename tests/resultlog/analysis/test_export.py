@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -78,3 +79,14 @@ def test_an_unknown_run_is_one_line_and_writes_nothing(made: Made, tmp_path: Pat
         run_cli(made.env, "export", "--run-id", "x", "--format", "csv", "--out", str(out))
     )
     assert "--benchmark" in line and "--all" in line
+
+
+def test_without_the_analysis_extra_export_says_what_to_install(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker" / "pandas"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('no pandas here', name='pandas')\n")
+    env = {**os.environ, "PYTHONPATH": str(blocker.parent)}
+    args = ("--all", "--format", "csv", "--out", str(tmp_path / "x.csv"))
+    line = one_line_error(run_cli(env, "export", *args))
+    assert "pip install 'resultlog[analysis]'" in line and "pandas" in line
+    assert not (tmp_path / "x.csv").exists()
