@@ -78,6 +78,8 @@ def export_command(args: argparse.Namespace) -> int:
                 progress=advance,
             )
     analysis.write_table(table, args.out, args.format)
-    runs = table["run_id"].nunique()
-    print(f"wrote {len(table)} rows ({args.table} of {runs} runs) to {args.out}", file=sys.stderr)
+    runs = len(table[["run_id", "benchmark_id", "model"]].drop_duplicates())
+    print(
+        f"wrote {len(table)} rows ({args.table} of {runs} run keys) to {args.out}", file=sys.stderr
+    )
     return 0

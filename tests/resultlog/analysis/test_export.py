@@ -16,10 +16,13 @@ from tests.support.cli import one_line_error, run_cli
 _A = ("--run-id", A.run_id, "--benchmark", A.benchmark_id, "--model", A.model)
 
 
-def _export(made: Made, *args: str) -> None:
+def _export(made: Made, *args: str) -> str:
+    """Run `resultlog export ARGS`; the line it ends with."""
     done = run_cli(made.env, "export", *args)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith("wrote ")
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("wrote "), done.stderr
+    return last
 
 
 def test_a_parquet_export_reads_back_equal_to_samples_df(made: Made, tmp_path: Path) -> None:
@@ -31,9 +34,10 @@ def test_a_parquet_export_reads_back_equal_to_samples_df(made: Made, tmp_path: P
 
 def test_an_export_of_every_run_reads_back_equal(made: Made, tmp_path: Path) -> None:
     out = tmp_path / "all.parquet"
-    _export(made, "--all", "--full", "--format", "parquet", "--out", str(out))
+    said = _export(made, "--all", "--full", "--format", "parquet", "--out", str(out))
     expected = samples_df(full=True, kafka=made.settings)
     assert set(expected["run_id"]) == {run.run_id for run in made.runs}
+    assert said == f"wrote {len(expected)} rows (samples of {len(made.runs)} run keys) to {out}"
     pd.testing.assert_frame_equal(pq.read_table(out).to_pandas(), expected)
     runs = tmp_path / "runs.parquet"
     _export(made, "--all", "--table", "runs", "--format", "parquet", "--out", str(runs))
