@@ -242,8 +242,11 @@ def _latest_values_to_end(
         consumer.close()
 
 
-def run_keys_of(kafka: KafkaConnection, run_id: str, *, timeout_s: float = 30.0) -> list[RunKey]:
-    """The run keys of `run_id` with a live record, from every partition's keys (values unread)."""
+def run_keys_of(
+    kafka: KafkaConnection, run_id: str | None, *, timeout_s: float = 30.0
+) -> list[RunKey]:
+    """The run keys of `run_id` (None: of every run) with a live record, from every
+    partition's keys (values unread)."""
     topic = kafka.results_topic
     consumer = kafka.reader()
     run_keys: dict[bytes, RunKey | None] = {}  # each distinct key decoded once
@@ -259,11 +262,14 @@ def run_keys_of(kafka: KafkaConnection, run_id: str, *, timeout_s: float = 30.0)
                 run_keys[raw] = _run_key_or_none(raw)
             live[raw] = message.value() is not None
     except KafkaException as exc:
-        raise ConsumerError(f"cannot read {topic} for run {run_id}: {exc.args[0]}") from exc
+        which = "every run" if run_id is None else f"run {run_id}"
+        raise ConsumerError(f"cannot read {topic} for {which}: {exc.args[0]}") from exc
     finally:
         consumer.close()
     found = {run_keys[raw] for raw, alive in live.items() if alive}
-    return sorted(key for key in found if key is not None and key.run_id == run_id)
+    return sorted(
+        key for key in found if key is not None and (run_id is None or key.run_id == run_id)
+    )
 
 
 def _run_key_or_none(raw: bytes) -> RunKey | None:

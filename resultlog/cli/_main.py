@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from resultlog.cli import (
     _acl,
     _aggregator,
+    _export,
     _inspect,
     _kafka,
     _purge,
@@ -58,6 +59,7 @@ def _command_registrars() -> list[Callable[[Commands], None]]:
         _run.register,
         _status.register,
         _replay.register,
+        _export.register,
         _purge.register,
         _aggregator.register,
         _inspect.register,
