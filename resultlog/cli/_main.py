@@ -20,6 +20,7 @@ from resultlog.cli import (
     _run,
     _status,
     _submit,
+    _up,
     _worker,
 )
 from resultlog.kafka import LIBRDKAFKA_LOGGER
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _command_registrars() -> list[Callable[[Commands], None]]:
     """Every sub-command, in the order `--help` lists them."""
     return [
+        _up.register,
         _kafka.register,
         _run.register,
         _status.register,
