@@ -58,6 +58,22 @@ __all__ = [
 # broker is down); routed here, the application decides what to show.
 LIBRDKAFKA_LOGGER = logging.getLogger("resultlog.librdkafka")
 log = logging.getLogger(__name__)
+# Conditions librdkafka rides out by retrying on its own (a coordinator still loading its
+# state after a broker start, or moving): warnings about them tell a user nothing to do.
+_TRANSIENT = ("Coordinator load in progress", "Coordinator not available", "Not coordinator")
+
+
+class _TransientRetries(logging.Filter):
+    """Drop librdkafka's "...: retrying" lines about transient conditions (kept with DEBUG)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if LIBRDKAFKA_LOGGER.isEnabledFor(logging.DEBUG):
+            return True
+        message = record.getMessage()
+        return "retrying" not in message or not any(t in message for t in _TRANSIENT)
+
+
+LIBRDKAFKA_LOGGER.addFilter(_TransientRetries())
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 Headers = list[tuple[str, str | bytes | None]]

@@ -36,7 +36,8 @@ export RESULTLOG_BOOTSTRAP_SERVERS
 url=$(sed -n 's|^runs page: \(http[^ ]*\)/$|\1|p' "$work/up.out")
 
 run=(run arith --model demo/offline-model --run-id demo-run --epochs 3 --limit 200 --concurrency 8)
-status=(status --run-id demo-run --benchmark arith --model demo/offline-model --json)
+status_view=(status --run-id demo-run --benchmark arith --model demo/offline-model)
+status=("${status_view[@]}" --json)
 
 say "2. run the built-in arith benchmark (200 questions x 3 epochs) and kill -9 it part way"
 "$bin/resultlog" "${run[@]}" --json > /dev/null 2> "$work/worker.err" &
@@ -51,7 +52,7 @@ wait "$worker_pid" 2>/dev/null || true
 worker_pid=""
 echo "killed the worker (kill -9) once status counted $done_pairs durable pairs; it went on"
 echo "writing until it died, so the log holds at least that many; what it holds now:"
-"$bin/resultlog" "${status[@]}"
+"$bin/resultlog" "${status_view[@]}" | grep -v '^ *config'
 
 say "3. run the same command again: it skips what is durable and retries what is degraded"
 "$bin/resultlog" "${run[@]}"

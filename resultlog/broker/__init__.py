@@ -13,7 +13,13 @@ the cluster directory (files of mode 0600, as every key file).
 """
 
 from resultlog.broker._cluster import LocalKafka
-from resultlog.broker._jars import KAFKA_VERSION, fetch_kafka_jars, kafka_manifest, user_cache_dir
+from resultlog.broker._jars import (
+    KAFKA_VERSION,
+    fetch_kafka_jars,
+    jar_cache_dir,
+    kafka_manifest,
+    user_cache_dir,
+)
 from resultlog.broker._java import MIN_JAVA, find_java, java_major
 from resultlog.broker._maven import (
     MAVEN_CENTRAL,
@@ -45,6 +51,7 @@ __all__ = [
     "format_manifest",
     "free_port",
     "free_ports",
+    "jar_cache_dir",
     "java_major",
     "kafka_manifest",
     "maven_repository",

@@ -246,11 +246,11 @@ class LocalKafka:
         return tls_paths(self.directory) if state.tls else None
 
     def _repick_ports(self, state: ClusterState, port: int | None) -> None:
-        """Honour a new --port for a stopped cluster; --port 0 moves off a taken port."""
+        """Honour a new --port for a stopped cluster: 0 picks a free port now, None keeps it."""
         first = state.nodes[0]
-        if port == 0 and not port_is_free(first.port):
+        if port == 0:
             first.port = free_port()
-        elif port not in (None, 0):
+        elif port is not None:
             first.port = port
         self._save_state(state)
 

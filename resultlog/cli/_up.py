@@ -36,7 +36,6 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
             "the topics, run the aggregator and serve the runs page, until Ctrl-C or SIGTERM "
             "stops all of it. Prints the bootstrap address to export and the page's URL."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
         "--http",

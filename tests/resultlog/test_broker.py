@@ -42,6 +42,12 @@ def test_up_twice_down_and_up_again_keeps_topics(kafka_dir: Path) -> None:
     assert set(settings.topic_names()) <= set(topics)
     assert len(topics[settings.results_topic].partitions) == 2
 
+    kafka.down()
+    moved = kafka.up(port=0)  # 0 picks a free port now, never silently the previous one
+    assert moved != bootstrap
+    topics = AdminClient({"bootstrap.servers": moved}).list_topics(timeout=10).topics
+    assert set(settings.topic_names()) <= set(topics)
+
 
 def test_port_taken_is_a_clear_error(kafka_dir: Path) -> None:
     with socket.socket() as taken:
