@@ -64,10 +64,12 @@ _TRANSIENT = ("Coordinator load in progress", "Coordinator not available", "Not 
 
 
 class _TransientRetries(logging.Filter):
-    """Drop librdkafka's "...: retrying" lines about transient conditions (kept with DEBUG)."""
+    """Drop librdkafka's "...: retrying" lines about transient conditions, unless this logger
+    itself was set to INFO or below (`resultlog -v`): a host application's root level (Inspect
+    logs everything to its eval log) does not bring them back."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if LIBRDKAFKA_LOGGER.isEnabledFor(logging.DEBUG):
+        if logging.NOTSET < LIBRDKAFKA_LOGGER.level <= logging.INFO:
             return True
         message = record.getMessage()
         return "retrying" not in message or not any(t in message for t in _TRANSIENT)

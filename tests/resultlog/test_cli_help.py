@@ -96,12 +96,24 @@ def test_a_missing_command_names_the_problem_once(capsys: pytest.CaptureFixture[
     ],
 )
 def test_transient_librdkafka_retries_are_not_warnings(
-    message: str, shown: bool, caplog: pytest.LogCaptureFixture
+    message: str, shown: bool, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    LIBRDKAFKA_LOGGER.setLevel(logging.INFO)
-    with caplog.at_level(logging.INFO, logger=LIBRDKAFKA_LOGGER.name):
-        # As confluent-kafka logs: (facility, client name, message).
-        LIBRDKAFKA_LOGGER.log(
-            logging.WARNING, "%s [%s] %s", "GETPID", "rdkafka#producer-1", message
-        )
+    # As inside a host application (Inspect): our logger unset, the root one taking all.
+    monkeypatch.setattr(LIBRDKAFKA_LOGGER, "level", logging.NOTSET)
+    with caplog.at_level(logging.DEBUG):
+        _log_as_confluent_kafka(message)
     assert bool(caplog.records) == shown
+
+
+def test_resultlog_verbose_shows_transient_retries(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(LIBRDKAFKA_LOGGER, "level", logging.INFO)  # what -v sets
+    with caplog.at_level(logging.DEBUG):
+        _log_as_confluent_kafka("Coordinator load in progress: retrying")
+    assert len(caplog.records) == 1
+
+
+def _log_as_confluent_kafka(message: str) -> None:
+    """A librdkafka line as confluent-kafka logs it: (facility, client name, message)."""
+    LIBRDKAFKA_LOGGER.log(logging.WARNING, "%s [%s] %s", "GETPID", "rdkafka#producer-1", message)
