@@ -13,7 +13,8 @@ help: ## list the targets
 $(BIN)/resultlog: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	@# setuptools explains editable installs in a banner on every install: nothing to act on.
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
 install: $(BIN)/resultlog ## create .venv and install resultlog with its test and lint tools

@@ -58,6 +58,24 @@ __all__ = [
 # broker is down); routed here, the application decides what to show.
 LIBRDKAFKA_LOGGER = logging.getLogger("resultlog.librdkafka")
 log = logging.getLogger(__name__)
+# Conditions librdkafka rides out by retrying on its own (a coordinator still loading its
+# state after a broker start, or moving): warnings about them tell a user nothing to do.
+_TRANSIENT = ("Coordinator load in progress", "Coordinator not available", "Not coordinator")
+
+
+class _TransientRetries(logging.Filter):
+    """Drop librdkafka's "...: retrying" lines about transient conditions, unless this logger
+    itself was set to INFO or below (`resultlog -v`): a host application's root level (Inspect
+    logs everything to its eval log) does not bring them back."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if logging.NOTSET < LIBRDKAFKA_LOGGER.level <= logging.INFO:
+            return True
+        message = record.getMessage()
+        return "retrying" not in message or not any(t in message for t in _TRANSIENT)
+
+
+LIBRDKAFKA_LOGGER.addFilter(_TransientRetries())
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 Headers = list[tuple[str, str | bytes | None]]

@@ -9,11 +9,35 @@ from collections.abc import Callable
 from resultlog.errors import CliError
 from resultlog.schemas import RunKey
 
-__all__ = ["add_run_key", "parse_range", "positive_int", "run_key_of", "run_key_part"]
+__all__ = [
+    "HelpFormatter",
+    "add_run_key",
+    "parse_range",
+    "positive_int",
+    "run_key_of",
+    "run_key_part",
+]
 
 _RUN_KEY_OPTIONS = (("run_id", "run id"), ("benchmark", "benchmark"), ("model", "model"))
 
+_RUN_KEY_HELP = {
+    "run_id": "the run's id (the --run-id it ran with)",
+    "benchmark": "the benchmark's id (arith, or the JSONL file's name without .jsonl)",
+    "model": "the model, as given to --model",
+}
+
 _MAX_PART = 256
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows an option's default, unless it has none or its text already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        # Identity: a default of 0 is worth showing, and 0 == False.
+        if any(action.default is v for v in (None, False, argparse.SUPPRESS)) or "default" in text:
+            return text
+        return super()._get_help_string(action)
 
 
 def positive_int(name: str, maximum: int) -> Callable[[str], int]:
@@ -50,7 +74,13 @@ def add_run_key(parser: argparse.ArgumentParser, *, required: bool = True) -> No
     """Add --run-id, --benchmark and --model: the run key a command is about."""
     for dest, name in _RUN_KEY_OPTIONS:
         option = "--" + dest.replace("_", "-")
-        parser.add_argument(option, dest=dest, required=required, type=run_key_part(name))
+        parser.add_argument(
+            option,
+            dest=dest,
+            required=required,
+            type=run_key_part(name),
+            help=_RUN_KEY_HELP[dest],
+        )
 
 
 def run_key_of(args: argparse.Namespace, alternative: str | None = None) -> RunKey:

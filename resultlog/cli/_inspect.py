@@ -28,7 +28,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "resume",
         help="rebuild an eval's Inspect log from the topic and continue it (eval-retry)",
     )
-    resume.add_argument("--run-id", required=True, type=run_key_part("run id"))
+    resume.add_argument(
+        "--run-id",
+        required=True,
+        type=run_key_part("run id"),
+        help="the eval's run id (its --metadata resultlog_run=NAME, or RESULTLOG_RUN_ID)",
+    )
     resume.add_argument(
         "--log-dir",
         default=os.environ.get("INSPECT_LOG_DIR", "./logs"),

@@ -6,10 +6,12 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
+from resultlog.broker import KAFKA_VERSION
 from resultlog.cli import (
     _acl,
     _aggregator,
@@ -21,31 +23,49 @@ from resultlog.cli import (
     _run,
     _status,
     _submit,
+    _up,
     _worker,
 )
+from resultlog.cli._args import HelpFormatter
 from resultlog.kafka import LIBRDKAFKA_LOGGER
 from resultlog.schemas.errors import ResultLogError
 
 __all__ = ["build_parser", "main"]
 
 Handler = Callable[[argparse.Namespace], int]
+_PROG = "resultlog"
 if TYPE_CHECKING:
     Commands = argparse._SubParsersAction[Any]
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line, like every other error of the CLI."""
+    """An argument parser whose errors are one line, like every other error of the CLI, and
+    whose help shows each option's default (sub-command parsers are of this class too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"resultlog: error: {self.prog}: {message}\n")
+        where = "" if self.prog == _PROG else f"{self.prog}: "
+        self.exit(2, f"resultlog: error: {where}{message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
     parser = _Parser(
-        prog="resultlog", description="Event-sourced results log on Kafka for LLM evals."
+        prog=_PROG,
+        description=(
+            "Event-sourced results log on Kafka for LLM evals. Start with `resultlog up` (the "
+            "local stack), then `resultlog run arith --model M --run-id R`."
+        ),
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log more")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more (INFO)")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {version('resultlog')} (local broker: Apache Kafka {KAFKA_VERSION})",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _command_registrars():
         register(commands)
@@ -55,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _command_registrars() -> list[Callable[[Commands], None]]:
     """Every sub-command, in the order `--help` lists them."""
     return [
+        _up.register,
         _kafka.register,
         _run.register,
         _status.register,

@@ -125,11 +125,39 @@ def _summary_row(summary: RunSummary, view: RunSamples | None) -> str:
     )
 
 
+# What each number is, as a tooltip on its header (the fold defines them).
+_HEADER_TITLES = {
+    "accuracy": "mean over the questions of each question's score, averaged over its epochs",
+    "correct": "questions whose score averaged over epochs is at least 0.5, of all scored",
+    "skipped": "questions with no scored epoch (every epoch degraded)",
+    "degraded": "records whose model call failed (429, 500, timeout): retried on resume",
+    "spent": "USD of every model call, retries included (simulated for the offline model)",
+    "kept cost": "USD of the records kept, one per (sample, epoch)",
+}
 _HEAD = (
-    "<thead><tr><th>run</th><th>benchmark</th><th>model</th><th>progress</th>"
-    "<th>accuracy</th><th>95% CI</th><th>correct</th><th>skipped</th><th>degraded</th>"
-    "<th>spent</th><th>kept cost</th><th>tokens</th><th>last update (UTC)</th><th></th>"
-    "</tr></thead>"
+    "<thead><tr>"
+    + "".join(
+        f'<th title="{escape(_HEADER_TITLES[name])}">{name}</th>'
+        if name in _HEADER_TITLES
+        else f"<th>{name}</th>"
+        for name in (
+            "run",
+            "benchmark",
+            "model",
+            "progress",
+            "accuracy",
+            "95% CI",
+            "correct",
+            "skipped",
+            "degraded",
+            "spent",
+            "kept cost",
+            "tokens",
+            "last update (UTC)",
+            "",
+        )
+    )
+    + "</tr></thead>"
 )
 
 
