@@ -15,7 +15,7 @@ from resultlog.consumers import LoadedViews, ResumeState, RunFold, RunRecords
 from resultlog.consumers.fold import Contribution
 from resultlog.producer._budget import Budget
 from resultlog.producer._config import RunConfig, check_config, run_config
-from resultlog.producer._degraded import persist_degraded
+from resultlog.producer._degraded import DegradedWrites, persist_degraded
 from resultlog.producer._records import (
     Bill,
     RunIdentity,
@@ -291,14 +291,19 @@ class _Execution:
         total = len(samples) * self.run_identity.epochs
         self.progress = Progress(total, 0, total - len(pending), 0)
         self._report()
-        started = await self._evaluate_all(pending, max_concurrency)
+        try:
+            started = await self._evaluate_all(pending, max_concurrency)
+        except asyncio.CancelledError:
+            # Stopped (SIGINT, SIGTERM): the pairs in flight are cancelled, so every pair has
+            # settled; the finished degraded outcomes were paid for, and their attempts and
+            # spend must reach the log before the run stops, or budgets under-count them.
+            await self._persist_degraded()
+            raise
         # Only now that every pair has settled, and one at a time, so a degraded record can
         # never shadow a later success of the same key (nor, see _degraded, another writer's).
         # A failed degraded write fails the run too: fail-closed on purpose, so a successful
         # run means every record is durable.
-        degraded = await persist_degraded(
-            self.store, self.policy, self.run_identity.run_key, self.deferred
-        )
+        degraded = await self._persist_degraded()
         written = (*self.completed, *degraded.written, *degraded.superseded)
         for record in written:  # in write order, as the log has them
             self.durable.apply(record)
@@ -312,6 +317,12 @@ class _Execution:
             saved=math.fsum(record.kept_cost for record in resume.seeds),
             unstarted=len(pending) - started,
             skipped_records=_wholes(resume.seeds, self.whole),
+        )
+
+    async def _persist_degraded(self) -> DegradedWrites:
+        """Write the deferred degraded outcomes (see _degraded), once every pair has settled."""
+        return await persist_degraded(
+            self.store, self.policy, self.run_identity.run_key, self.deferred
         )
 
     async def _evaluate_all(self, pending: list[tuple[Sample, int]], limit: int) -> int:
