@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from resultlog.broker import LocalKafka, default_kafka_dir, ensure_tls_files, sasl_users_from_env
+from resultlog.cli._args import port_number
 from resultlog.cli._connect import connect
 from resultlog.topics import ensure_topics
 
@@ -18,7 +19,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     kafka = commands.add_parser("kafka", help="run a local Apache Kafka (KRaft) broker")
     actions = kafka.add_subparsers(dest="action", required=True, metavar="ACTION")
     start = actions.add_parser("up", help="start the local broker in the background")
-    start.add_argument("--port", type=int, default=None, help="listener port (0: any free port)")
+    start.add_argument(
+        "--port", type=port_number, default=None, help="listener port (0: any free port)"
+    )
     start.add_argument("--dir", type=Path, default=None, help="data directory")
     start.add_argument("--brokers", type=int, default=1, choices=(1, 3), help="cluster size")
     start.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for it")
