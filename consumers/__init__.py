@@ -24,9 +24,17 @@ from resultlog.consumers.lease import (
     LeaseHeldError,
     RunLease,
     claim_lease,
+    fence_lease,
     live_leases,
 )
-from resultlog.consumers.purge import PurgeError, purge_run
+from resultlog.consumers.purge import (
+    PurgeError,
+    PurgeLeasedError,
+    PurgePlan,
+    execute_purge,
+    plan_purge,
+    purge_run,
+)
 from resultlog.consumers.replay import (
     PublishReport,
     ReplayResult,
@@ -60,6 +68,8 @@ __all__ = [
     "LoadedViews",
     "PublishReport",
     "PurgeError",
+    "PurgeLeasedError",
+    "PurgePlan",
     "ReplayResult",
     "ResumeState",
     "RunFold",
@@ -68,8 +78,11 @@ __all__ = [
     "RunStatus",
     "SummaryPublisher",
     "claim_lease",
+    "execute_purge",
+    "fence_lease",
     "fold",
     "live_leases",
+    "plan_purge",
     "publish_replayed",
     "purge_run",
     "read_key_histories",

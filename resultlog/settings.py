@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+import logging
+import os
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
@@ -11,7 +14,32 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resultlog._pem import PemError, check_ca, check_client_pair, common_name
 
-__all__ = ["KafkaConfig", "Settings"]
+__all__ = ["KafkaConfig", "Settings", "warn_unknown_variables"]
+
+log = logging.getLogger(__name__)
+
+_PREFIX = "RESULTLOG_"
+# Variables of the prefix read elsewhere than Settings: the launcher, the Inspect plugin,
+# the compose files' credentials, tests and benchmarks.
+_READ_ELSEWHERE = frozenset(
+    {
+        "RESULTLOG_RUN_ID",
+        "RESULTLOG_KAFKA_CACHE",
+        "RESULTLOG_JAVA",
+        "RESULTLOG_MAVEN_REPOSITORY",
+        "RESULTLOG_PURE_PYTHON",
+        "RESULTLOG_UID",
+        "RESULTLOG_BROKER_SECRET",
+        "RESULTLOG_ADMIN_PASSWORD",
+        "RESULTLOG_WORKER_PASSWORD",
+        "RESULTLOG_AGGREGATOR_PASSWORD",
+        "RESULTLOG_VIEWER_PASSWORD",
+        "RESULTLOG_BENCH_RESULTS",
+        "RESULTLOG_TEST_CHROMIUM",
+        "RESULTLOG_APICURIO_HOME",
+        "RESULTLOG_APICURIO_JAVA",
+    }
+)
 
 KafkaConfig = dict[str, str | int | float | bool]
 
@@ -129,6 +157,26 @@ class Settings(BaseSettings):
     model_timeout_s: float = Field(default=120.0, gt=0.0)
     """Timeout of one model request, in seconds."""
 
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _bootstrap_named(cls, value: str) -> str:
+        """An empty list of servers would only time out: say so at once."""
+        if not value.strip():
+            raise PydanticCustomError(
+                "empty_bootstrap",
+                "RESULTLOG_BOOTSTRAP_SERVERS is empty: set it to HOST:PORT[,HOST:PORT...] "
+                "(unset, it is 127.0.0.1:9092)",
+            )
+        return value
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _blank_key_is_unset(cls, value: object) -> object:
+        """An empty RESULTLOG_API_KEY does not hide OPENROUTER_API_KEY."""
+        if isinstance(value, str) and not value.strip():
+            return os.environ.get("OPENROUTER_API_KEY") or None
+        return value
+
     @field_validator("ssl_ca_location")
     @classmethod
     def _ca_is_a_certificate(cls, value: str | None) -> str | None:
@@ -229,3 +277,14 @@ def _tls_file_check(check: Callable[[], None]) -> None:
         check()
     except PemError as exc:
         raise PydanticCustomError("tls_file", "{reason}", {"reason": str(exc)}) from None
+
+
+def warn_unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """Log a WARNING for each `RESULTLOG_*` variable nothing reads (a typo); return them."""
+    known = {_PREFIX + name.upper() for name in Settings.model_fields} | _READ_ELSEWHERE
+    unknown = sorted(name for name in environ if name.startswith(_PREFIX) and name not in known)
+    for name in unknown:
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        log.warning("ignoring %s: no setting has that name%s", name, hint)
+    return unknown

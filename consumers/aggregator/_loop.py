@@ -211,9 +211,7 @@ class ConsumerLoop:
         self._scanned[item.partition] = max(self._scanned.get(item.partition, 0), item.offset + 1)
         if item.poison is None or not first_read:
             return
-        log.warning("dead-lettering a %s record: %s", item.poison.kind, item.poison.reason)
-        self._metrics.dead_lettered.labels(reason=item.poison.kind).inc()
-        self._dlq.send(
+        sent = self._dlq.send(
             item.key,
             item.value,
             reason=item.poison.reason,
@@ -222,6 +220,9 @@ class ConsumerLoop:
             source_partition=item.partition,
             source_offset=item.offset,
         )
+        if sent:  # not when an earlier reader of the log dead-lettered it already
+            log.warning("dead-lettered a %s record: %s", item.poison.kind, item.poison.reason)
+            self._metrics.dead_lettered.labels(reason=item.poison.kind).inc()
 
     def _consume_error(self, error: KafkaError) -> None:
         if error.fatal():

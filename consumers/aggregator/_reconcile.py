@@ -11,9 +11,11 @@ it finds there:
 - a summary of a run it does not hold (a phantom, or a run purged since): a tombstone;
 - a tombstone, or an undecodable value, for a run it holds: its own summary again.
 
-A summary the topic holds with source "aggregator" is its own (or a peer's in its group, for
-partitions it did not own then, and it republishes every run when it takes a partition over),
-so it is left alone: reading its own publications back never triggers a publication. A summary
+A summary the topic holds with source "aggregator" of a run it holds is its own (or a peer's
+in its group, for partitions it did not own then, and it republishes every run when it takes a
+partition over), so it is left alone: reading its own publications back never triggers a
+publication. One of a run it does not hold is a phantom whoever wrote it (an aggregator of a
+log since deleted or recreated, say) and gets its tombstone like any other. A summary
 that names offsets past what this instance has read waits until it has read that far, so a
 fresher replay is compared with an equally fresh fold, never answered with an older one.
 """
@@ -139,10 +141,10 @@ def _correct(
     run_key: RunKey, observed: Observed, ours: RunSummary | None, found: Corrections
 ) -> None:
     if isinstance(observed, RunSummary):
-        if observed.as_of is not None and observed.as_of.source == _OURS:
-            return
-        if ours is None:
+        if ours is None:  # a run without records has no summary, whoever wrote one
             found.tombstones.append(run_key)
+        elif observed.as_of is not None and observed.as_of.source == _OURS:
+            return
         elif _bare(ours) != _bare(observed):
             found.republish.append(run_key)
     elif ours is not None:  # a tombstone or garbage where a live run's summary belongs

@@ -156,6 +156,8 @@ class AggregatorState:
     def revoke(self, partition: int) -> None:
         """Forget a partition: its runs are no longer this instance's to serve or publish."""
         self.partitions.pop(partition, None)
+        if not self.partitions:  # holding nothing (all lost, say): not a member that serves
+            self.joined = False
 
     def put(
         self, partition: int, offset: int, record_id: RecordId, record: Contribution | SampleResult

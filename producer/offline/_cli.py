@@ -6,26 +6,35 @@ import argparse
 import asyncio
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from resultlog.producer.offline._app import App, Config, State
 from resultlog.producer.offline._http11 import Http11Server, listen
 from resultlog.producer.offline._model import DEFAULT_ERROR_RATE, DEFAULT_SEED, DEFAULT_WRONG_RATE
 
-__all__ = ["add_arguments", "serve"]
+__all__ = ["add_arguments", "bounded", "serve"]
+
+T = TypeVar("T", int, float)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `resultlog model-server`."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=0, help="port to listen on (0: the OS chooses)")
+    parser.add_argument(
+        "--port",
+        type=bounded("port", int, 0, 65535),
+        default=0,
+        help="port to listen on (0: the OS chooses)",
+    )
     parser.add_argument("--port-file", type=Path, help="write the bound port to this file")
     parser.add_argument(
         "--request-log", type=Path, help="append one JSON line per request (sample_id, epoch)"
     )
     parser.add_argument(
         "--latency-ms",
-        type=float,
+        type=bounded("latency", float, 0.0, 3_600_000.0),
         default=5.0,
         help="how long each answer takes: raise it (say 200) to have time to kill a run midway",
     )
@@ -37,13 +46,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--error-rate",
-        type=float,
+        type=bounded("error rate", float, 0.0, 1.0),
         default=DEFAULT_ERROR_RATE,
         help="share of pairs answered with a 429 or a 500 every time (they end degraded)",
     )
     parser.add_argument(
-        "--wrong-rate", type=float, default=DEFAULT_WRONG_RATE, help="share of pairs answered wrong"
+        "--wrong-rate",
+        type=bounded("wrong rate", float, 0.0, 1.0),
+        default=DEFAULT_WRONG_RATE,
+        help="share of pairs answered wrong",
     )
+
+
+def bounded(name: str, kind: Callable[[str], T], low: T, high: T) -> Callable[[str], T]:
+    """An argparse type: an int or float (`kind`) in [low, high] (which also refuses nan)."""
+    what = "an integer" if kind is int else "a number"
+
+    def parse(text: str) -> T:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{name} must be between {low} and {high}, got {text}")
+        return value
+
+    return parse
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -218,6 +218,11 @@ class LocalKafka:
                 raise BrokerError(f"the admin of {self.directory} is {state.admin}, not {admin}")
             if not any(self._running_pid(n) for n in state.nodes):
                 self._repick_ports(state, port)
+            elif port and port != state.nodes[0].port:
+                raise BrokerError(
+                    f"the cluster of {self.directory} already runs on port "
+                    f"{state.nodes[0].port}, not {port}: `kafka down` first to move it"
+                )
             return state
         ports = free_ports(2 * brokers)
         ports[0] = 9092 if port is None else port or ports[0]

@@ -5,14 +5,19 @@ from __future__ import annotations
 import argparse
 import unicodedata
 from collections.abc import Callable
+from pathlib import PurePath
 
 from resultlog.errors import CliError
+from resultlog.producer.offline import bounded
 from resultlog.schemas import RunKey
 
 __all__ = [
     "HelpFormatter",
     "add_run_key",
+    "benchmark_name",
+    "int_between",
     "parse_range",
+    "port_number",
     "positive_int",
     "run_key_of",
     "run_key_part",
@@ -42,17 +47,16 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def positive_int(name: str, maximum: int) -> Callable[[str], int]:
     """An argparse type: an integer in [1, maximum]."""
+    return int_between(name, 1, maximum)
 
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if not 1 <= value <= maximum:
-            raise argparse.ArgumentTypeError(f"{name} must be between 1 and {maximum}, got {value}")
-        return value
 
-    return parse
+def int_between(name: str, low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high]."""
+    return bounded(name, int, low, high)
+
+
+port_number = int_between("port", 0, 65535)
+"""An argparse type: a TCP port, 0 (any free port) to 65535."""
 
 
 def run_key_part(name: str) -> Callable[[str], str]:
@@ -91,7 +95,12 @@ def run_key_of(args: argparse.Namespace, alternative: str | None = None) -> RunK
     if missing:
         instead = f" (or {alternative})" if alternative else ""
         raise CliError(f"{args.command} needs {', '.join(missing)}{instead}")
-    return RunKey(args.run_id, args.benchmark, args.model)
+    return RunKey(args.run_id, benchmark_name(args.benchmark), args.model)
+
+
+def benchmark_name(given: str) -> str:
+    """The benchmark id `run` records for --benchmark: a JSONL file is named after its stem."""
+    return PurePath(given).stem if given.endswith(".jsonl") else given
 
 
 def parse_range(text: str) -> tuple[int, int]:

@@ -13,6 +13,7 @@ from resultlog.broker import (
     jar_cache_dir,
     sasl_users_from_env,
 )
+from resultlog.cli._args import port_number
 from resultlog.cli._connect import connect
 from resultlog.topics import ensure_topics
 
@@ -36,7 +37,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     start.add_argument(
         "--port",
-        type=int,
+        type=port_number,
         default=None,
         help="client port (default: 9092 for a new --dir, else the port it had; 0: a free port "
         "picked now)",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import version
@@ -29,8 +31,11 @@ from resultlog.cli import (
 from resultlog.cli._args import HelpFormatter
 from resultlog.kafka import LIBRDKAFKA_LOGGER
 from resultlog.schemas.errors import ResultLogError
+from resultlog.settings import warn_unknown_variables
 
 __all__ = ["build_parser", "main"]
+
+_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a process ended by SIGPIPE
 
 Handler = Callable[[argparse.Namespace], int]
 _PROG = "resultlog"
@@ -92,19 +97,38 @@ def _command_registrars() -> list[Callable[[Commands], None]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
-    args = build_parser().parse_args(argv)
-    _configure_logging(args.verbose)
-    handler: Handler = args.handler
     try:
+        args = build_parser().parse_args(argv)
+        _configure_logging(args.verbose)
+        warn_unknown_variables(os.environ)
+        handler: Handler = args.handler
         return handler(args)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except ResultLogError as exc:
         return _fail(str(exc))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "input"
         return _fail(f"invalid {where}: {first['msg']}")
+    except OSError as exc:  # a file, directory or port the OS refused
+        return _fail(_os_error(exc))
     except KeyboardInterrupt:
         return _fail("interrupted", code=130)
+
+
+def _os_error(exc: OSError) -> str:
+    """One line for an OSError: what failed and on which file, if any."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{reason}: {exc.filename}" if exc.filename is not None else reason
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (`| head`): stop quietly, as Unix tools do."""
+    # Later writes (the interpreter's final flush) must not fail again.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return _BROKEN_PIPE
 
 
 def _configure_logging(verbose: bool) -> None:

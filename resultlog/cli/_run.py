@@ -23,6 +23,7 @@ from resultlog.producer import (
     ModelClient,
     RunConfig,
     RunResult,
+    UnansweredError,
     model_solver,
     offline,
     resolve_benchmark,
@@ -302,6 +303,12 @@ async def _run_to_end(
                     accept_config_change=args.accept_config_change,
                     budget_usd=args.budget_usd,
                 )
+    except UnansweredError as exc:
+        endpoint = args.base_url or "the offline model"
+        raise CliError(
+            f"{endpoint} answered no pair of run {args.run_id}: {exc.answers} "
+            f"(the degraded outcomes are durable)"
+        ) from exc
     finally:
         await store.close()
 

@@ -56,7 +56,7 @@ def _summary_value(settings: Settings, run_key: RunKey) -> tuple[bool, bytes | N
 def _purge(settings: Settings, run_key: RunKey, *extra: str) -> str:
     done = run_cli(
         child_env(settings),
-        *["purge", "--run-id", run_key.run_id, "--benchmark", run_key.benchmark_id],
+        *["purge", "--yes", "--run-id", run_key.run_id, "--benchmark", run_key.benchmark_id],
         *["--model", run_key.model, *extra],
     )
     assert done.returncode == 0, done.stderr

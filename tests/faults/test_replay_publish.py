@@ -123,6 +123,23 @@ def test_the_aggregator_corrects_stale_phantom_and_deleted_summaries(settings: S
     report("publish-reconcile", stale=1, phantom=1, deleted=1, corrected_s=f"{corrected_s:.1f}")
 
 
+def test_the_aggregator_removes_phantoms_an_aggregator_wrote(settings: Settings) -> None:
+    live, phantom = RunKey("here", "arith", MODEL), RunKey("vanished", "arith", MODEL)
+    kafka = KafkaConnection(settings)
+    write(settings, _records(live, 0, 10))
+    # An aggregator's summary of a run whose records are gone (a log deleted and recreated):
+    ours = AsOf(computed_at=datetime.now(UTC), source="aggregator", offsets={})
+    truth = replay_run(kafka, live).summaries[live]
+    ghost = truth.model_copy(update={"run_id": phantom.run_id, "as_of": ours})
+    SummaryPublisher(kafka).publish_all([ghost])
+    assert published(settings)[phantom] is not None
+    with serving_aggregator(settings):
+        wait_for(
+            lambda: _corrected(settings, {live: expected(settings, live), phantom: None}),
+            "the aggregator to tombstone the phantom",
+        )
+
+
 def produce_raw_summary(settings: Settings, run_key: RunKey, value: bytes | None) -> None:
     """Write a value for a run key on the summaries topic, bypassing every check."""
     from confluent_kafka import Producer

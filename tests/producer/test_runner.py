@@ -159,8 +159,8 @@ async def test_429s_give_degraded_skipped_outcomes_written_after_all_others(
     assert result.summary.degraded_records == len(degraded)
 
 
-@pytest.mark.parametrize(("status", "index"), [(400, 1), (302, 0)])
-async def test_a_400_or_a_3xx_gives_a_degraded_incorrect_outcome(
+@pytest.mark.parametrize(("status", "index"), [(400, 1), (422, 0)])
+async def test_a_400_or_a_422_gives_a_degraded_incorrect_outcome(
     status: int,
     index: int,
     kafka_store: KafkaResultStore,
