@@ -17,19 +17,27 @@ __all__ = ["LeaseFactory", "first_error", "leased", "pairs", "select"]
 LeaseFactory = Callable[[RunKey, tuple[int, int]], AbstractContextManager[object]]
 
 
+def _holding() -> None:
+    """Without a lease there is nothing to lose."""
+
+
 @contextlib.asynccontextmanager
 async def leased(
     lease: LeaseFactory | None, run_key: RunKey, samples: Sequence[Sample]
-) -> AsyncIterator[None]:
-    """Hold the lease on the samples' range (claimed and released in threads: they block)."""
+) -> AsyncIterator[Callable[[], None]]:
+    """Hold the lease on the samples' range (claimed and released in threads: they block).
+
+    Yields a check that raises once the lease is lost (see RunLease.check): a run calls it
+    before each pair it starts, so a writer that stalled past its lease starts nothing more.
+    """
     if lease is None:
-        yield
+        yield _holding
         return
     span = (min(s.index for s in samples), max(s.index for s in samples) + 1)
     held = await asyncio.to_thread(lease, run_key, span)
     await asyncio.to_thread(held.__enter__)
     try:
-        yield
+        yield getattr(held, "check", _holding)
     finally:
         await asyncio.to_thread(held.__exit__, None, None, None)
 

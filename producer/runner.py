@@ -170,7 +170,8 @@ async def run_benchmark(
         degrade_solver_errors=degrade_solver_errors,
         on_progress=on_progress,
     )
-    async with leased(lease, run.run_key, samples):
+    async with leased(lease, run.run_key, samples) as holding:
+        execution.holding = holding
         resume = await execution.resume({s.index for s in samples}, accept_config_change)
         if budget_usd is not None:
             execution.budget = execution.budget_of(budget_usd, max_concurrency)
@@ -232,6 +233,7 @@ class _Execution:
         self.most_spent = 0.0  # the most one key of the log has cost
         self.read_failed = False
         self.budget: Budget | None = None
+        self.holding: Callable[[], None] = lambda: None  # raises once the run's lease is lost
 
     async def resume(
         self, indexes: set[int], accept_config_change: bool
@@ -332,6 +334,7 @@ class _Execution:
                     await slots.acquire()
                     if self.budget is not None and not await self.budget.admit():
                         break
+                    self.holding()
                     group.create_task(one(sample, epoch))
                     started += 1
         except BaseExceptionGroup as failed:
