@@ -70,11 +70,11 @@ def _killed(command: list[str], cwd: Path, env: dict[str, str], enough: Callable
 
 
 def _resume(
-    env: dict[str, str], cwd: Path, run_id: str, *options: str
+    env: dict[str, str], cwd: Path, logs: Path, run_id: str, *options: str
 ) -> subprocess.CompletedProcess[str]:
     resultlog = str(Path(INSPECT).with_name("resultlog"))
     return subprocess.run(
-        [resultlog, "inspect", "resume", "--run-id", run_id, "--log-dir", "logs", *options],
+        [resultlog, "inspect", "resume", "--run-id", run_id, "--log-dir", str(logs), *options],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -94,7 +94,7 @@ def test_resume_runs_the_tasks_that_had_made_no_record(
         env = inspect_env(cli_env, server)
         _killed([*command, "--max-samples", "1"], tmp_path, env, _red_count(settings, 3))
         before = Counter((r.sample_id, r.epoch) for r in server.requests)
-        resumed = _resume(env, tmp_path, "mix", "--json")
+        resumed = _resume(env, tmp_path, tmp_path / "logs", "mix", "--json")
         asked = Counter((r.sample_id, r.epoch) for r in server.requests)
     assert resumed.returncode == 0, resumed.stderr
     tasks = {task["benchmark_id"]: task for task in json.loads(resumed.stdout)}
@@ -130,9 +130,11 @@ def test_resume_refuses_records_of_another_configuration(
         hot = eval_command("mixed", tmp_path / "hot", "--temperature", "0.9", "--max-samples", "1")
         _killed(hot, REPO, env, lambda: _hot_records(settings) >= 4)
         asked = len(server.requests)
-        refused = _resume(env, REPO, "mixed")
+        refused = _resume(env, REPO, tmp_path / "resumed", "mixed")
         assert len(server.requests) == asked  # refused before any model call
-        accepted = _resume(env, REPO, "mixed", "--accept-config-change", "--json")
+        accepted = _resume(
+            env, REPO, tmp_path / "resumed", "mixed", "--accept-config-change", "--json"
+        )
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode == 1 and len(lines) == 1, refused.stderr
     assert lines[0].startswith("resultlog: error:")
