@@ -42,6 +42,7 @@ __all__ = [
     "Lease",
     "LeaseError",
     "LeaseHeldError",
+    "LeaseLostError",
     "RunLease",
     "claim_lease",
     "fence_lease",
@@ -78,6 +79,11 @@ class LeaseHeldError(LeaseError):
             f"(expires in {expires_in:.0f}s unless renewed); wait for it to finish or expire"
         )
         self.holder = holder
+
+
+class LeaseLostError(LeaseError):
+    """This process's lease expired before it could renew it (a stall, Kafka unreachable):
+    another writer may hold the range now, so this one must start nothing more."""
 
 
 class Lease(BaseModel):
@@ -141,6 +147,7 @@ class RunLease:
         # Set when another process took the lease over (a forced purge): stop writing.
         self.lost = threading.Event()
         self.fenced_by = ""
+        self._lost = False
 
     def claim(self) -> None:
         """Claim the range, or raise LeaseHeldError naming the holder that came first."""
@@ -158,8 +165,19 @@ class RunLease:
         self._renewer.daemon = True
         self._renewer.start()
 
+    def check(self) -> None:
+        """Raise LeaseLostError unless the lease is still ours (renewed in time, by our clock)."""
+        if self._lost or _now_ms() >= self.lease.expires_ms:
+            self._lost = True
+            raise LeaseLostError(
+                f"the lease on {self.run_key} samples {self.span[0]}:{self.span[1]} expired "
+                "before this process renewed it (stalled or cut off from Kafka); another "
+                "writer may hold it now: starting no more pairs"
+            )
+
     def renew(self) -> None:
-        """Push the expiry one time-to-live ahead."""
+        """Push the expiry one time-to-live ahead (never once it has passed: check())."""
+        self.check()
         expires = _now_ms() + int(self.ttl_s * 1000)
         self.lease = self.lease.model_copy(update={"expires_ms": expires})
         self._write(self.lease.model_dump_json().encode())
@@ -218,6 +236,9 @@ class RunLease:
                     self.lost.set()
                     return
                 self.renew()
+            except LeaseLostError as exc:
+                log.error("%s", exc)
+                return
             except LeaseError as exc:  # keep trying: the next renewal may reach Kafka
                 log.warning("could not renew the lease on %s: %s", self.run_key, exc)
 

@@ -12,7 +12,16 @@ from resultlog.producer.datasets import Sample
 from resultlog.producer.errors import BenchmarkError, ProducerError
 from resultlog.schemas import ResultLogError, RunKey
 
-__all__ = ["LeaseFactory", "LeaseLostError", "first_error", "leased", "lost", "pairs", "select"]
+__all__ = [
+    "LeaseFactory",
+    "LeaseTakenOverError",
+    "first_error",
+    "holding",
+    "leased",
+    "lost",
+    "pairs",
+    "select",
+]
 
 _WATCH_S = 0.2
 
@@ -20,8 +29,12 @@ _WATCH_S = 0.2
 LeaseFactory = Callable[[RunKey, tuple[int, int]], AbstractContextManager[object]]
 
 
-class LeaseLostError(ProducerError):
+class LeaseTakenOverError(ProducerError):
     """Another process took the run's lease over (a forced purge): the run stopped writing."""
+
+
+def _holding() -> None:
+    """Without a lease there is nothing to lose."""
 
 
 @contextlib.asynccontextmanager
@@ -30,7 +43,9 @@ async def leased(
 ) -> AsyncIterator[RunLease | None]:
     """Hold the lease on the samples' range (claimed and released in threads: they block).
 
-    When the lease is taken over, the task holding it is cancelled (see `lost`).
+    When the lease is taken over, the task holding it is cancelled (see `lost`); `holding`
+    gives the check a run calls before each pair, so a writer that stalled past its lease
+    starts nothing more.
     """
     if lease is None:
         yield None
@@ -56,11 +71,16 @@ async def _cancel_when_lost(held: RunLease | None, task: asyncio.Task[object] | 
     task.cancel()
 
 
-def lost(held: RunLease | None) -> LeaseLostError | None:
+def holding(held: RunLease | None) -> Callable[[], None]:
+    """The check a run calls before each pair: raises once the lease expired (RunLease.check)."""
+    return held.check if held is not None else _holding
+
+
+def lost(held: RunLease | None) -> LeaseTakenOverError | None:
     """The error of a run whose lease was taken over, or None while it holds it."""
     if held is None or not held.lost.is_set():
         return None
-    return LeaseLostError(
+    return LeaseTakenOverError(
         f"{held.run_key}: its lease was taken over by {held.fenced_by}; stopped without "
         f"writing more"
     )

@@ -28,8 +28,9 @@ from resultlog.producer._records import (
 from resultlog.producer._retry import WritePolicy
 from resultlog.producer._schedule import (
     LeaseFactory,
-    LeaseLostError,
+    LeaseTakenOverError,
     first_error,
+    holding,
     leased,
     lost,
     pairs,
@@ -51,7 +52,7 @@ from resultlog.schemas import (
 
 __all__ = [
     "LeaseFactory",
-    "LeaseLostError",
+    "LeaseTakenOverError",
     "Progress",
     "RunResult",
     "Solver",
@@ -183,6 +184,7 @@ async def run_benchmark(
     )
     async with leased(lease, run.run_key, samples) as held:
         execution.held = held
+        execution.holding = holding(held)
         try:
             resume = await execution.resume({s.index for s in samples}, accept_config_change)
             if budget_usd is not None:
@@ -269,6 +271,7 @@ class _Execution:
         self.read_failed = False
         self.budget: Budget | None = None
         self.held: RunLease | None = None
+        self.holding: Callable[[], None] = lambda: None  # raises once the run's lease is lost
 
     async def resume(
         self, indexes: set[int], accept_config_change: bool
@@ -401,6 +404,7 @@ class _Execution:
                     await slots.acquire()
                     if self.budget is not None and not await self.budget.admit():
                         break
+                    self.holding()
                     group.create_task(one(sample, epoch))
                     started += 1
         except BaseExceptionGroup as failed:

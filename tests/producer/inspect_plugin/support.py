@@ -62,6 +62,7 @@ def fresh_settings(bootstrap: str, **fields: object) -> Settings:
         summaries_topic=f"{name}.run-summaries",
         dlq_topic=f"{name}.sample-results.dlq",
         aggregator_group=f"{name}.aggregator",
+        leases_topic=f"{name}.leases",  # the plugin leases what each task writes
         partitions=3,
         **fields,  # type: ignore[arg-type]
     )
