@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Generic, NamedTuple, TypeVar
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import KafkaException
 
 from resultlog.consumers._decode import decode_value, decode_view
+from resultlog.consumers._run_read import read_run
 from resultlog.consumers._scan import scan
 from resultlog.consumers.dlq import reason_kind
 from resultlog.consumers.errors import ConsumerError
@@ -28,7 +29,6 @@ from resultlog.schemas import (
     SampleResult,
     decode_key,
     encode_key,
-    partition_for,
     run_key_prefix,
 )
 
@@ -118,9 +118,10 @@ def read_run_records(
 ) -> RunRecords:
     """The latest record of every key of `run_key`, and how many latest values were undecodable.
 
-    Reads the run key's one partition from the beginning up to the high watermark taken when
-    it starts. Values of other run keys are never decoded: keys are filtered by byte prefix
-    and only the latest value per key is decoded at the end. With `samples` (a chunk's
+    Reads the run key's one partition (through the run index: only where its records lie)
+    up to the high watermark taken when it starts. Values of other run keys are never
+    decoded: keys are filtered by byte prefix and only the latest value per key is decoded
+    at the end. With `samples` (a chunk's
     range of sample indexes), only the values of those samples' keys are decoded.
     """
     return _read_run_records(kafka, run_key, timeout_s, samples)
@@ -237,17 +238,23 @@ def latest_run_values(
 def _latest_values_to_end(
     kafka: KafkaConnection, run_key: RunKey, timeout_s: float
 ) -> tuple[int, int, dict[bytes, tuple[int, bytes]]]:
+    """The run key's partition, the high watermark read to, and its live keys' latest values."""
     topic = kafka.results_topic
-    consumer = kafka.reader()
+    prefix = run_key_prefix(run_key)
+    latest: dict[bytes, tuple[int, bytes]] = {}
     try:
-        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
-        partition = partition_for(run_key, count)
-        end, latest = _latest_values(consumer, topic, partition, run_key_prefix(run_key), timeout_s)
-        return partition, end, latest
+        with read_run(kafka, run_key, timeout_s) as found:
+            for message in found.messages:
+                key = message.key()
+                if key is not None and key.startswith(prefix):
+                    value = message.value()
+                    if value is None:  # a tombstone deletes the key
+                        latest.pop(key, None)
+                    else:
+                        latest[key] = (message.offset() or 0, value)
+            return found.partition, found.end, latest
     except KafkaException as exc:
         raise ConsumerError(f"cannot read {topic} for {run_key}: {exc.args[0]}") from exc
-    finally:
-        consumer.close()
 
 
 def run_keys_of(kafka: KafkaConnection, run_id: str, *, timeout_s: float = 30.0) -> list[RunKey]:
@@ -287,22 +294,6 @@ def resume_state(
     """Read the fold views of the run key's records and sort them into a ResumeState."""
     loaded = read_run_views(kafka, run_key, timeout_s=timeout_s)
     return ResumeState.of(loaded.records, epochs, loaded.undecodable)
-
-
-def _latest_values(
-    consumer: Consumer, topic: str, partition: int, prefix: bytes, timeout_s: float
-) -> tuple[int, dict[bytes, tuple[int, bytes]]]:
-    latest: dict[bytes, tuple[int, bytes]] = {}
-    ends, messages = scan(consumer, topic, [partition], timeout_s)
-    for message in messages:
-        key = message.key()
-        if key is not None and key.startswith(prefix):
-            value = message.value()
-            if value is None:  # a tombstone deletes the key
-                latest.pop(key, None)
-            else:
-                latest[key] = (message.offset() or 0, value)
-    return ends.get(partition, 0), latest
 
 
 @dataclass(frozen=True)

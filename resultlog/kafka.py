@@ -97,8 +97,8 @@ class TopicLayout:
 
 
 def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
-    """The topics of DESIGN.md: compacted results, summaries, leases and aggregator
-    checkpoints, a deleting DLQ."""
+    """The compacted results, summaries, leases, aggregator checkpoints and run index, and
+    a deleting DLQ."""
     compacted = TopicLayout(settings.partitions, "compact")
     return {
         settings.results_topic: compacted,
@@ -106,6 +106,7 @@ def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
         settings.dlq_topic: TopicLayout(settings.partitions, "delete"),
         settings.leases_topic: compacted,
         settings.checkpoints_topic: compacted,
+        settings.index_topic: compacted,
     }
 
 
@@ -145,6 +146,11 @@ class KafkaConnection:
         return self.settings.checkpoints_topic
 
     @property
+    def index_topic(self) -> str:
+        """The compacted run index: where each run key's records lie in its partition."""
+        return self.settings.index_topic
+
+    @property
     def work_topic(self) -> str:
         """The topic of chunk tasks for distributed workers."""
         return self.settings.work_topic
@@ -168,11 +174,11 @@ class KafkaConnection:
         durable = {**_DURABLE, "message.timeout.ms": self.settings.delivery_timeout_ms}
         return Producer(self.config({**durable, **(overrides or {})}))
 
-    def reader(self) -> Consumer:
+    def reader(self, overrides: Mapping[str, Any] | None = None) -> Consumer:
         """A consumer for assign()-based reading: no group membership, nothing committed."""
         # assign() needs no group, but librdkafka insists on a group.id.
         group = {"group.id": f"resultlog-reader-{uuid.uuid4().hex}"}
-        return Consumer(self.config({**_READER, **group}))
+        return Consumer(self.config({**_READER, **(overrides or {}), **group}))
 
     def group_consumer(self, group_id: str, overrides: Mapping[str, Any] | None = None) -> Consumer:
         """A consumer-group member of `group_id`."""

@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     checkpoints_topic: str = "resultlog.aggregator-checkpoints"
     checkpoint_every_records: int = Field(default=100_000, ge=1)
     checkpoint_interval_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
+    # The run index the aggregator keeps (compacted, partitioned like the results): where
+    # each run's records lie, so a reader of one run reads its records, not its partition.
+    index_topic: str = "resultlog.run-index"
 
     work_topic: str = "resultlog.work"
     work_dlq_topic: str = "resultlog.work.dlq"
