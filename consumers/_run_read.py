@@ -22,7 +22,7 @@ from resultlog.consumers._scan import scan, scan_ranges
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 
-__all__ = ["RunRead", "index_ranges", "read_run"]
+__all__ = ["ONE_RUN_READER", "RunRead", "index_partition", "index_ranges", "read_run"]
 
 log = logging.getLogger(__name__)
 
@@ -103,38 +103,60 @@ def _index_entry(
     kafka: KafkaConnection, consumer: Consumer, prefix: bytes, partition: int, timeout_s: float
 ) -> tuple[list[tuple[int, int]], int] | str:
     """The run's intervals and the partition's "indexed through", or why there are none."""
+    found = index_partition(kafka, consumer, partition, timeout_s)
+    if isinstance(found, str):
+        return found
+    entries, through = found
+    entry = entries.get(prefix)
+    if entry is None:
+        return "no run index entry"
+    try:
+        record = decode(entry)
+    except IndexRecordError as exc:
+        return f"unusable run index entry: {exc}"
+    if (record.results_topic, record.partition) != (kafka.results_topic, partition):
+        return f"a run index entry of {record.results_topic}[{record.partition}]"
+    if record.intervals is None:
+        return "a run index entry of the wrong kind"
+    return record.intervals.pairs(), through
+
+
+def index_partition(
+    kafka: KafkaConnection, consumer: Consumer, partition: int, timeout_s: float
+) -> tuple[dict[bytes, bytes], int] | str:
+    """The raw entries of one index partition by run prefix, and its "indexed through"; or
+    why the index cannot say."""
     topic = kafka.index_topic
+    entries: dict[bytes, bytes] = {}
+    marker: bytes | None = None
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None or not metadata.partitions:
             return f"no run index topic {topic}"
         if partition >= len(metadata.partitions):
             return f"the run index {topic} has {len(metadata.partitions)} partitions"
-        entry: bytes | None = None
-        marker: bytes | None = None
         _, messages = scan(consumer, topic, [partition], timeout_s)
         for message in messages:
-            key = message.key()
-            if key == prefix:
-                entry = message.value()
-            elif key == MARKER_KEY:
-                marker = message.value()
+            key, value = message.key(), message.value()
+            if key == MARKER_KEY:
+                marker = value
+            elif key is not None and value is None:
+                entries.pop(key, None)
+            elif key is not None and value is not None:
+                entries[key] = value
     except KafkaException as exc:
         return f"cannot read the run index: {exc.args[0]}"
     if marker is None:
         return "no indexed-through offset in the run index"
-    if entry is None:
-        return "no run index entry"
     try:
-        intervals, through = decode(entry), decode(marker)
+        record = decode(marker)
     except IndexRecordError as exc:
-        return f"unusable run index record: {exc}"
-    for record in (intervals, through):
-        if (record.results_topic, record.partition) != (kafka.results_topic, partition):
-            return f"a run index record of {record.results_topic}[{record.partition}]"
-    if intervals.intervals is None or through.through is None:
-        return "a run index record of the wrong kind"
-    return intervals.intervals.pairs(), through.through
+        return f"unusable indexed-through record: {exc}"
+    if (record.results_topic, record.partition) != (kafka.results_topic, partition):
+        return f"an indexed-through record of {record.results_topic}[{record.partition}]"
+    if record.through is None:
+        return "an indexed-through record of the wrong kind"
+    return entries, record.through
 
 
 def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

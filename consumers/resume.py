@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Generic, NamedTuple, TypeVar
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from resultlog.consumers._decode import decode_value, decode_view
-from resultlog.consumers._run_read import read_run
-from resultlog.consumers._scan import scan
+from resultlog.consumers._run_read import index_partition, read_run
+from resultlog.consumers._scan import scan_ranges
 from resultlog.consumers.dlq import reason_kind
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution, RunFold
@@ -258,27 +258,51 @@ def _latest_values_to_end(
 
 
 def run_keys_of(kafka: KafkaConnection, run_id: str, *, timeout_s: float = 30.0) -> list[RunKey]:
-    """The run keys of `run_id` with a live record, from every partition's keys (values unread)."""
+    """The run keys of `run_id` with a live record: from the run index's entries and the
+    keys past its "indexed through", or from every key of a partition it cannot speak for."""
     topic = kafka.results_topic
     consumer = kafka.reader()
-    run_keys: dict[bytes, RunKey | None] = {}  # each distinct key decoded once
-    live: dict[bytes, bool] = {}
+    found: set[RunKey] = set()
+    candidates: set[RunKey] = set()  # named by the index or a tail: live if they have records
     try:
         count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
-        _, messages = scan(consumer, topic, range(count), timeout_s)
-        for message in messages:
-            raw = message.key()
-            if raw is None:
+        for partition in range(count):
+            indexed = index_partition(kafka, consumer, partition, timeout_s)
+            if isinstance(indexed, str):
+                log.info("reading all of %s[%d] for run %s: %s", topic, partition, run_id, indexed)
+                found |= _live_run_keys(consumer, topic, partition, None, timeout_s)
                 continue
-            if raw not in run_keys:
-                run_keys[raw] = _run_key_or_none(raw)
-            live[raw] = message.value() is not None
+            entries, through = indexed
+            candidates |= {k for k in map(_prefix_run_key, entries) if k is not None}
+            candidates |= _live_run_keys(consumer, topic, partition, through, timeout_s)
     except KafkaException as exc:
         raise ConsumerError(f"cannot read {topic} for run {run_id}: {exc.args[0]}") from exc
     finally:
         consumer.close()
-    found = {run_keys[raw] for raw, alive in live.items() if alive}
-    return sorted(key for key in found if key is not None and key.run_id == run_id)
+    mine = {key for key in candidates - found if key.run_id == run_id}
+    found |= {key for key in mine if latest_run_values(kafka, key, timeout_s=timeout_s)[1]}
+    return sorted(key for key in found if key.run_id == run_id)
+
+
+def _live_run_keys(
+    consumer: Consumer, topic: str, partition: int, start: int | None, timeout_s: float
+) -> set[RunKey]:
+    """The run keys with a live record among one partition's keys (values unread): all of
+    them, or (with `start`) those from `start` on."""
+    run_keys: dict[bytes, RunKey | None] = {}  # each distinct key decoded once
+    live: dict[bytes, bool] = {}
+    low, high = consumer.get_watermark_offsets(
+        TopicPartition(topic, partition), timeout=timeout_s, cached=False
+    )
+    begin = low if start is None else max(low, start)
+    for message in scan_ranges(consumer, topic, partition, [(begin, high)], timeout_s):
+        raw = message.key()
+        if raw is None:
+            continue
+        if raw not in run_keys:
+            run_keys[raw] = _run_key_or_none(raw)
+        live[raw] = message.value() is not None
+    return {key for raw, alive in live.items() if alive and (key := run_keys[raw]) is not None}
 
 
 def _run_key_or_none(raw: bytes) -> RunKey | None:
@@ -286,6 +310,11 @@ def _run_key_or_none(raw: bytes) -> RunKey | None:
         return decode_key(raw).run_key
     except DecodeError:
         return None  # not a record key: no one's run
+
+
+def _prefix_run_key(prefix: bytes) -> RunKey | None:
+    """The run key of an index entry's key (a run key prefix)."""
+    return _run_key_or_none(prefix + b"0/0")
 
 
 def resume_state(

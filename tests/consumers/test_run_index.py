@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from resultlog.consumers import purge_run, read_run_records
+from resultlog.consumers import purge_run, read_run_records, run_keys_of
 from resultlog.consumers._index_codec import MARKER_KEY
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult, encode_key, partition_for, run_key_prefix
@@ -165,3 +165,23 @@ def test_purge_tombstones_the_entry_and_readers_still_agree(
     assert index_records(settings, partition)[run_key_prefix(RUN)] is None
     out = read_one_run(settings, RUN)
     assert out.latest == full_scan(settings, RUN) == {}
+
+
+def test_the_run_keys_of_a_run_come_from_the_index_and_the_tails(
+    settings: Settings, history: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    later = RunKey(RUN.run_id, "other-benchmark", "m")  # written past indexed through
+    put(settings, [make_record(0, 0, run_key=later, epochs=1)])
+    caplog.set_level(logging.INFO)
+    with KafkaConnection(settings) as kafka:
+        assert run_keys_of(kafka, RUN.run_id) == sorted([RUN, later])
+        # Only the run without an entry yet is read whole (to see if it is live).
+        assert len(scans_logged(caplog)) == 1 and str(later) in scans_logged(caplog)[0]
+        caplog.clear()
+        purge_run(kafka, RUN)
+        assert run_keys_of(kafka, RUN.run_id) == [later]
+        delete_index(settings)
+        assert run_keys_of(kafka, RUN.run_id) == [later]
+    # Purge read the run through its entry; then `later` is read whole once, and without
+    # the index each partition is read whole.
+    assert len(scans_logged(caplog)) == 1 + TEST_PARTITIONS
