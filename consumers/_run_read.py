@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from resultlog.consumers._index_codec import MARKER_KEY, IndexRecordError, decode
+from resultlog.consumers._index_codec import MARKER_KEY, IndexRecord, IndexRecordError, decode
 from resultlog.consumers._scan import scan, scan_ranges
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
@@ -110,15 +110,23 @@ def _index_entry(
     entry = entries.get(prefix)
     if entry is None:
         return "no run index entry"
-    try:
-        record = decode(entry)
-    except IndexRecordError as exc:
-        return f"unusable run index entry: {exc}"
-    if (record.results_topic, record.partition) != (kafka.results_topic, partition):
-        return f"a run index entry of {record.results_topic}[{record.partition}]"
+    record = _ours(kafka, entry, partition, "run index entry")
+    if isinstance(record, str):
+        return record
     if record.intervals is None:
         return "a run index entry of the wrong kind"
     return record.intervals.pairs(), through
+
+
+def _ours(kafka: KafkaConnection, value: bytes, partition: int, what: str) -> IndexRecord | str:
+    """An index record about this results partition, or why it is not one."""
+    try:
+        record = decode(value)
+    except IndexRecordError as exc:
+        return f"unusable {what}: {exc}"
+    if (record.results_topic, record.partition) != (kafka.results_topic, partition):
+        return f"a {what} of {record.results_topic}[{record.partition}]"
+    return record
 
 
 def index_partition(
@@ -148,12 +156,9 @@ def index_partition(
         return f"cannot read the run index: {exc.args[0]}"
     if marker is None:
         return "no indexed-through offset in the run index"
-    try:
-        record = decode(marker)
-    except IndexRecordError as exc:
-        return f"unusable indexed-through record: {exc}"
-    if (record.results_topic, record.partition) != (kafka.results_topic, partition):
-        return f"an indexed-through record of {record.results_topic}[{record.partition}]"
+    record = _ours(kafka, marker, partition, "indexed-through record")
+    if isinstance(record, str):
+        return record
     if record.through is None:
         return "an indexed-through record of the wrong kind"
     return entries, record.through
