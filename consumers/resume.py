@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 _Decoded = TypeVar("_Decoded", SampleResult, FoldView)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+_STOP_EVERY = 1000  # messages read between looks at a reader's stop event
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ def read_run_records(
     *,
     timeout_s: float = 30.0,
     samples: range | None = None,
+    stop: threading.Event | None = None,
 ) -> RunRecords:
     """The latest record of every key of `run_key`, and how many latest values were undecodable.
 
@@ -122,16 +125,10 @@ def read_run_records(
     up to the high watermark taken when it starts. Values of other run keys are never
     decoded: keys are filtered by byte prefix and only the latest value per key is decoded
     at the end. With `samples` (a chunk's
-    range of sample indexes), only the values of those samples' keys are decoded.
+    range of sample indexes), only the values of those samples' keys are decoded. Once
+    `stop` is set, reading gives up (ConsumerError).
     """
-    return _read_run_records(kafka, run_key, timeout_s, samples)
-
-
-def _read_run_records(
-    kafka: KafkaConnection, run_key: RunKey, timeout_s: float, samples: range | None = None
-) -> RunRecords:
-    """The run key's latest records."""
-    partition, _, latest = _latest_values_to_end(kafka, run_key, timeout_s)
+    partition, _, latest = _latest_values_to_end(kafka, run_key, timeout_s, stop)
     records, reasons = _decode_latest(kafka, latest, partition, decode_value, samples)
     return RunRecords(records, reasons.total(), MappingProxyType(dict(reasons)))
 
@@ -236,7 +233,7 @@ def latest_run_values(
 
 
 def _latest_values_to_end(
-    kafka: KafkaConnection, run_key: RunKey, timeout_s: float
+    kafka: KafkaConnection, run_key: RunKey, timeout_s: float, stop: threading.Event | None = None
 ) -> tuple[int, int, dict[bytes, tuple[int, bytes]]]:
     """The run key's partition, the high watermark read to, and its live keys' latest values."""
     topic = kafka.results_topic
@@ -244,7 +241,9 @@ def _latest_values_to_end(
     latest: dict[bytes, tuple[int, bytes]] = {}
     try:
         with read_run(kafka, run_key, timeout_s) as found:
-            for message in found.messages:
+            for count, message in enumerate(found.messages):
+                if stop is not None and count % _STOP_EVERY == 0 and stop.is_set():
+                    raise ConsumerError(f"stopped reading {topic} for {run_key}")
                 key = message.key()
                 if key is not None and key.startswith(prefix):
                     value = message.value()
