@@ -9,7 +9,7 @@ import pytest
 from resultlog.consumers import purge_run, read_run_records, run_keys_of
 from resultlog.consumers._index_codec import MARKER_KEY
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunKey, SampleResult, encode_key, partition_for, run_key_prefix
+from resultlog.schemas import RunKey, SampleResult, partition_for, run_key_prefix
 from resultlog.settings import Settings
 from tests.support.aggregator import running
 from tests.support.kafka import TEST_PARTITIONS, produce_raw, read_partition, run_partition
@@ -17,6 +17,7 @@ from tests.support.records import make_record
 from tests.support.runindex import (
     full_scan,
     index_records,
+    put,
     read_one_run,
     scans_logged,
     wait_indexed,
@@ -37,21 +38,6 @@ def neighbours(run_key: RunKey, count: int) -> list[RunKey]:
             found.append(candidate)
         index += 1
     return found
-
-
-def put(settings: Settings, records: list[SampleResult]) -> None:
-    """Produce records verbatim, each to its run key's partition."""
-    with KafkaConnection(settings) as kafka:
-        encode = kafka.codec.encode_sample_result
-        messages = [
-            (
-                encode_key(r.run_key, r.sample_index, r.epoch),
-                encode(r),
-                partition_for(r.run_key, TEST_PARTITIONS),
-            )
-            for r in records
-        ]
-    assert produce_raw(settings, messages) == []
 
 
 def ours(indexes: range, value: str = "C") -> list[SampleResult]:

@@ -10,9 +10,9 @@ import pytest
 from resultlog.consumers._index_codec import MARKER_KEY, IndexRecord, decode
 from resultlog.consumers._run_read import read_run
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunKey, run_key_prefix
+from resultlog.schemas import RunKey, SampleResult, encode_key, partition_for, run_key_prefix
 from resultlog.settings import Settings
-from tests.support.kafka import read_partition, run_partition
+from tests.support.kafka import produce_raw, read_partition, run_partition
 from tests.support.waiting import wait_for
 
 SCAN_LOG = "reading all of"  # what a reader says at INFO when it cannot use the index
@@ -47,6 +47,21 @@ def read_one_run(settings: Settings, run_key: RunKey) -> RunReadOut:
             else:
                 latest[key] = (offset, value)
         return RunReadOut(found.guided, offsets, latest)
+
+
+def put(settings: Settings, records: list[SampleResult]) -> None:
+    """Produce records verbatim (fast: no result store), each to its run key's partition."""
+    with KafkaConnection(settings) as kafka:
+        encode = kafka.codec.encode_sample_result
+        messages = [
+            (
+                encode_key(r.run_key, r.sample_index, r.epoch),
+                encode(r),
+                partition_for(r.run_key, settings.partitions),
+            )
+            for r in records
+        ]
+    assert produce_raw(settings, messages) == []
 
 
 def full_scan(settings: Settings, run_key: RunKey) -> Latest:
