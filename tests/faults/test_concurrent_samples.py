@@ -26,7 +26,7 @@ from tests.support.records import make_record
 from tests.support.runindex import put
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]  # 60,000 records written first
 
 VIEWS = 40
 RECORDS = 50  # per viewed run
