@@ -6,7 +6,9 @@ What "deleted" means to each reader, once `purge_run` returns:
 - the aggregator drops the run: `GET /runs/{run_id}/{benchmark}/{model}` answers 404, and it
   publishes a tombstone for the run's summary as well;
 - the summaries topic holds a tombstone for the run key, so its last summary is gone;
-- compaction later removes the records and, after `delete.retention.ms`, the tombstones.
+- compaction later removes the records and, after `delete.retention.ms`, the tombstones;
+- the run's entry in the run index is tombstoned too (best effort: a reader without an entry
+  reads the whole partition, and an entry the aggregator writes again still holds).
 
 Every key of the run key's partition that starts with the run key's prefix and still has a
 value gets a tombstone, whatever that value is: an undecodable latest value, or a key with the
@@ -32,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.lease import (
@@ -47,7 +49,7 @@ from resultlog.consumers.lease import (
 # The resume reader's partition scan is exactly what purge needs: the same keys resume sees.
 from resultlog.consumers.resume import latest_run_values
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
-from resultlog.schemas import RunKey, encode_run_key, partition_for
+from resultlog.schemas import RunKey, encode_run_key, partition_for, run_key_prefix
 
 __all__ = [
     "PurgeError",
@@ -172,7 +174,34 @@ def _purge_keys(kafka: KafkaConnection, run_key: RunKey, timeout_s: float) -> in
         raise PurgeError(f"cannot purge {run_key}: {exc}") from exc
     if failures:
         raise PurgeError(f"purging {run_key} failed: {failures[0]}")
+    _forget_index_entry(kafka, producer, run_key, partition, timeout_s)
     return len(live)
+
+
+def _forget_index_entry(
+    kafka: KafkaConnection, producer: Producer, run_key: RunKey, partition: int, timeout_s: float
+) -> None:
+    """Tombstone the run's index entry, after its records' tombstones (a warning if not)."""
+    topic = kafka.index_topic
+    reader = kafka.reader()
+    try:  # asked through a consumer: a producer's metadata request may auto-create a topic
+        found = reader.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    except KafkaException as exc:
+        found = None
+        log.debug("no metadata of %s: %s", topic, exc)
+    finally:
+        reader.close()
+    if found is None or found.error is not None or partition >= len(found.partitions):
+        return
+    failures: list[str] = []
+    try:
+        _tombstones(producer, topic, partition, [run_key_prefix(run_key)], failures)
+        if producer.flush(timeout_s) > 0:
+            failures.append(f"not acknowledged within {timeout_s:.0f}s")
+    except KafkaClientError as exc:
+        failures.append(str(exc))
+    if failures:
+        log.warning("the run index entry of %s stays (harmless): %s", run_key, failures[0])
 
 
 def _live_keys(

@@ -76,11 +76,13 @@ def role_acls(
 
     readers = Acl(principal, "group", READER_GROUP_PREFIX, "DESCRIBE", prefixed=True)
     if role is Role.WORKER:
-        # Writes results and reads them back to resume; holds leases on its run keys; takes
-        # and commits work tasks, and dead-letters the ones that keep failing.
+        # Writes results and reads them back to resume (guided by the run index); holds
+        # leases on its run keys; takes and commits work tasks, and dead-letters the ones
+        # that keep failing.
         return [
             topic(settings.results_topic, "WRITE"),
             topic(settings.results_topic, "READ"),
+            topic(settings.index_topic, "READ"),
             topic(settings.leases_topic, "WRITE"),
             topic(settings.leases_topic, "READ"),
             topic(settings.work_topic, "READ"),
@@ -90,9 +92,12 @@ def role_acls(
         ]
     if role is Role.AGGREGATOR:
         # Folds results as a group member (committing nothing), writes summaries and dead
-        # letters, writes and reads back its checkpoints; replay reads results too.
+        # letters, writes and reads back its checkpoints and the run index; replay and the
+        # samples routes read one run's results through the index.
         return [
             topic(settings.results_topic, "READ"),
+            topic(settings.index_topic, "WRITE"),
+            topic(settings.index_topic, "READ"),
             topic(settings.checkpoints_topic, "WRITE"),
             topic(settings.checkpoints_topic, "READ"),
             topic(settings.summaries_topic, "WRITE"),

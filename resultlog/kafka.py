@@ -115,8 +115,8 @@ class TopicLayout:
 
 
 def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
-    """The Kafka layout (docs/design.md): compacted results, summaries, leases and aggregator
-    checkpoints, a deleting DLQ."""
+    """The Kafka layout (docs/design.md): compacted results, summaries, leases, aggregator
+    checkpoints and run index, and a deleting DLQ."""
     compacted = TopicLayout(settings.partitions, "compact")
     return {
         settings.results_topic: compacted,
@@ -124,6 +124,7 @@ def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
         settings.dlq_topic: TopicLayout(settings.partitions, "delete"),
         settings.leases_topic: compacted,
         settings.checkpoints_topic: compacted,
+        settings.index_topic: compacted,
     }
 
 
@@ -163,6 +164,11 @@ class KafkaConnection:
         return self.settings.checkpoints_topic
 
     @property
+    def index_topic(self) -> str:
+        """The compacted run index: where each run key's records lie in its partition."""
+        return self.settings.index_topic
+
+    @property
     def work_topic(self) -> str:
         """The topic of chunk tasks for distributed workers."""
         return self.settings.work_topic
@@ -186,11 +192,11 @@ class KafkaConnection:
         durable = {**_DURABLE, "message.timeout.ms": self.settings.delivery_timeout_ms}
         return Producer(self.config({**durable, **(overrides or {})}))
 
-    def reader(self) -> Consumer:
+    def reader(self, overrides: Mapping[str, Any] | None = None) -> Consumer:
         """A consumer for assign()-based reading: no group membership, nothing committed."""
         # assign() needs no group, but librdkafka insists on a group.id.
         group = {"group.id": f"resultlog-reader-{uuid.uuid4().hex}"}
-        return Consumer(self.config({**_READER, **group}))
+        return Consumer(self.config({**_READER, **(overrides or {}), **group}))
 
     def group_consumer(self, group_id: str, overrides: Mapping[str, Any] | None = None) -> Consumer:
         """A consumer-group member of `group_id`."""

@@ -123,6 +123,9 @@ class Settings(BaseSettings):
     """A partition is checkpointed after this many new records."""
     checkpoint_interval_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
     """A partition is also checkpointed this many seconds after new input, and when revoked."""
+    index_topic: str = "resultlog.run-index"
+    """The run index the aggregator keeps (compacted, partitioned like the results): where each
+    run's records lie, so a reader of one run reads its records, not its whole partition."""
 
     work_topic: str = "resultlog.work"
     """The topic of distributed workers' chunk tasks."""

@@ -35,6 +35,10 @@ _LEASES_CONFIG = {
 # segments keep the topic near one checkpoint per partition, so a restore reads little.
 _CHECKPOINTS_CONFIG = {**_LEASES_CONFIG, "segment.bytes": str(64 * 1024 * 1024)}
 
+# Index entries are rewritten as their runs grow: a reader of one run reads its whole index
+# partition, so small segments keep it near one entry per run.
+_INDEX_CONFIG = {**_LEASES_CONFIG, "segment.bytes": str(8 * 1024 * 1024)}
+
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -71,6 +75,7 @@ def topic_specs(
     own = {settings.results_topic: large, settings.dlq_topic: large}
     own[settings.leases_topic] = _LEASES_CONFIG
     own[settings.checkpoints_topic] = _CHECKPOINTS_CONFIG
+    own[settings.index_topic] = _INDEX_CONFIG
     replicas = settings.replication_factor
     deleting = {**base, "cleanup.policy": "delete"}
     work = [

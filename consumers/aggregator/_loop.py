@@ -19,6 +19,7 @@ from confluent_kafka import (
 )
 
 from resultlog.consumers._ingest import Ingested, ingest
+from resultlog.consumers.aggregator._index import RunIndexWriter
 from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
@@ -79,6 +80,7 @@ class ConsumerLoop:
             )
             self._watcher = SummaryWatcher(kafka)
             self._checkpoints = Checkpoints.open(kafka, metrics, results, consumer)
+            self._index = RunIndexWriter(kafka, results)
             shared.state = AggregatorState(num_partitions=results)
             consumer.subscribe(
                 [self.topic],
@@ -106,6 +108,7 @@ class ConsumerLoop:
                 self._reconcile()
                 self._compute_wanted()
                 self._publisher.poll()
+                self._index.tick(self._positions())
                 self._dlq.poll()
                 # A tick spreads its folds over iterations, so ingestion and readers never
                 # wait for every changed run to be folded at once.
@@ -198,7 +201,13 @@ class ConsumerLoop:
                 log.debug("cannot rewind %s[%d]: %s", self.topic, partition, exc)
         self._stopping.wait(_REGISTRY_PAUSE_S)
 
+    def _positions(self) -> dict[int, int]:
+        """Per assigned partition: the next offset to read (every record below is applied)."""
+        with self._shared.lock:
+            return {p: state.position for p, state in self._state.partitions.items()}
+
     def _apply(self, item: Ingested) -> None:
+        self._index.note(item.partition, item.offset, item.key)
         if item.record_id is None:
             self._state.advance(item.partition, item.offset)
         elif item.contribution is None:
@@ -310,6 +319,7 @@ class ConsumerLoop:
         self._watcher.close()
         if self._checkpoints is not None:
             self._checkpoints.close()
+        self._index.close()
         self._publisher.flush(10.0)
         self._dlq.flush(10.0)
 
@@ -343,6 +353,9 @@ class ConsumerLoop:
         rebuilt = [p for p in fresh if p not in restored]
         if rebuilt:
             log.info("rebuilding partitions %s of %s", rebuilt, self.topic)
+        for partition, (low, _) in bounds.items():
+            found = restored.get(partition)
+            self._index.assign(partition, low, low if found is None else found.next_offset)
         starts = {p: OFFSET_BEGINNING for p in rebuilt}
         starts.update({p: found.next_offset for p, found in restored.items()})
         consumer.incremental_assign([TopicPartition(self.topic, p, o) for p, o in starts.items()])
@@ -351,12 +364,17 @@ class ConsumerLoop:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {p.partition for p in partitions}
         self._publish_changed(gone)
+        positions = self._positions()
+        for partition in gone:
+            self._index.revoke(partition, positions.get(partition))
         if self._checkpoints is not None:
             self._checkpoints.write_now(self._shared, gone)
         self._drop(gone)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Another member may own these already: publish nothing, just forget them.
+        for partition in partitions:
+            self._index.revoke(partition.partition, None)
         self._drop({p.partition for p in partitions})
 
     def _drop(self, partitions: set[int]) -> None:

@@ -147,10 +147,11 @@ class Aggregator:
         assert answer is not None  # compute=True always answers
         return answer
 
-    def run_records(self, run_key: RunKey) -> RunRecords:
-        """The run key's latest records, read from its partition now (the resume reader): the
-        per-sample views of the runs page, which the fold's totals do not keep."""
-        return read_run_records(self._kafka, run_key, timeout_s=_RECORDS_TIMEOUT_S)
+    def run_records(self, run_key: RunKey, stop: threading.Event | None = None) -> RunRecords:
+        """The run key's latest records, read from its partition now (the resume reader, so
+        through the run index): the per-sample views of the runs page, which the fold's
+        totals do not keep. Gives up (ConsumerError) once `stop` is set."""
+        return read_run_records(self._kafka, run_key, timeout_s=_RECORDS_TIMEOUT_S, stop=stop)
 
     def health(self) -> Health:
         """Readiness and per-partition lag."""

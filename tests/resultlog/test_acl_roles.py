@@ -18,6 +18,7 @@ SETTINGS = Settings(
     dlq_topic="d",
     leases_topic="l",
     checkpoints_topic="c",
+    index_topic="i",
     aggregator_group="agg",
     work_topic="w",
     work_dlq_topic="wd",
@@ -37,6 +38,7 @@ def test_a_worker_writes_and_reads_results_and_takes_work() -> None:
     assert _rules(Role.WORKER) == {
         ("topic", "r", "WRITE"),
         ("topic", "r", "READ"),
+        ("topic", "i", "READ"),
         ("topic", "l", "WRITE"),
         ("topic", "l", "READ"),
         ("topic", "w", "READ"),
@@ -52,6 +54,8 @@ def test_the_aggregator_reads_results_and_writes_summaries_and_dead_letters() ->
         ("topic", "d", "WRITE"),
         ("topic", "c", "WRITE"),
         ("topic", "c", "READ"),
+        ("topic", "i", "WRITE"),
+        ("topic", "i", "READ"),
         ("group", "agg", "READ"),
     }
     assert ("group", "other", "READ") in _rules(Role.AGGREGATOR, "other")
@@ -67,6 +71,7 @@ def test_no_role_may_write_what_another_role_owns() -> None:
         for role in Role
     }
     assert "s" not in writes[Role.WORKER] and "r" not in writes[Role.AGGREGATOR]
+    assert "i" not in writes[Role.WORKER]  # the run index is the aggregator's
     assert not writes[Role.VIEWER]
 
 

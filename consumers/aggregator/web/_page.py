@@ -11,6 +11,7 @@ come from the objects the JSON routes serialise. Nothing is fetched from elsewhe
 
 from __future__ import annotations
 
+import threading
 import time
 from importlib import resources
 
@@ -20,6 +21,7 @@ from starlette.routing import Route
 
 from resultlog.consumers.aggregator.web import _html
 from resultlog.consumers.aggregator.web._paths import BadRequestError, compare_keys, run_route
+from resultlog.consumers.aggregator.web._reads import ReadPool
 from resultlog.consumers.aggregator.web._samples import Comparison, RunSamples, SampleCache
 from resultlog.consumers.aggregator.web._source import (
     SummarySource,
@@ -46,8 +48,8 @@ def _static_files() -> dict[str, bytes]:
     return {name: (folder / name).read_bytes() for name in _STATIC}
 
 
-def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
-    """The routes of the runs page, reading from `source` and `samples`."""
+def page_routes(source: SummarySource, samples: SampleCache, reads: ReadPool) -> list[Route]:
+    """The routes of the runs page, reading from `source` and `samples` (through `reads`)."""
     files = _static_files()
 
     def runs_shell(request: Request) -> Response:
@@ -73,7 +75,7 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
             return Response(status_code=404)
         return Response(files[name], media_type=_STATIC[name])
 
-    def runs_part(request: Request) -> Response:
+    def runs_part(request: Request, stop: threading.Event) -> Response:
         benchmark = request.query_params.get("benchmark") or None
         model = request.query_params.get("model") or None
         everything = source.page().summaries
@@ -88,17 +90,17 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
         query = request.scope["query_string"].decode("latin-1")
         body = _html.runs_part(
             chosen,
-            _views(samples, chosen),
+            _views(samples, chosen, stop),
             benchmarks=sorted({s.benchmark_id for s in everything}),
             models=sorted({s.model for s in everything}),
             query=query,
         )
         return HTMLResponse(body, headers=_NO_STORE)
 
-    def run_part(request: Request) -> Response:
+    def run_part(request: Request, stop: threading.Event) -> Response:
         run_key = _run_of(request, b"/parts/run/")
         summary = served_summary(source, run_key)
-        view = read_samples(samples, summary)
+        view = read_samples(samples, summary, stop)
         others = [
             RunKey(s.run_id, s.benchmark_id, s.model)
             for s in source.page(benchmark=run_key.benchmark_id).summaries
@@ -106,9 +108,10 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
         others = [key for key in others if key != run_key]
         return HTMLResponse(_html.run_part(summary, view, others), headers=_NO_STORE)
 
-    def compare_part(request: Request) -> Response:
+    def compare_part(request: Request, stop: threading.Event) -> Response:
         query = request.scope["query_string"]
-        views = [read_samples(samples, served_summary(source, k)) for k in compare_keys(query)]
+        keys = compare_keys(query)
+        views = [read_samples(samples, served_summary(source, k), stop) for k in keys]
         comparison = Comparison.of(*views)
         body = _html.compare_part(comparison, query.decode("latin-1"))
         return HTMLResponse(body, headers=_NO_STORE)
@@ -118,9 +121,9 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
         Route("/page/run/{rest:path}", run_shell, methods=["GET"]),
         Route("/page/compare", compare_shell, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
-        Route("/parts/runs", runs_part, methods=["GET"]),
-        Route("/parts/run/{rest:path}", run_part, methods=["GET"]),
-        Route("/parts/compare", compare_part, methods=["GET"]),
+        Route("/parts/runs", reads.route(runs_part), methods=["GET"]),
+        Route("/parts/run/{rest:path}", reads.route(run_part), methods=["GET"]),
+        Route("/parts/compare", reads.route(compare_part), methods=["GET"]),
     ]
 
 
@@ -140,16 +143,18 @@ def _newest_first(summary: RunSummary) -> tuple[float, str, str, str]:
     return (-computed, summary.run_id, summary.benchmark_id, summary.model)
 
 
-def _views(samples: SampleCache, summaries: list[RunSummary]) -> dict[RunKey, RunSamples]:
+def _views(
+    samples: SampleCache, summaries: list[RunSummary], stop: threading.Event
+) -> dict[RunKey, RunSamples]:
     """The runs' views: those kept, and as many more as a second of reads allows (the rest
     show their interval on a later poll)."""
     deadline = time.monotonic() + _READ_BUDGET_S
     views: dict[RunKey, RunSamples] = {}
     for summary in summaries:
         view = samples.cached(summary)
-        if view is None and time.monotonic() < deadline:
+        if view is None and time.monotonic() < deadline and not stop.is_set():
             try:
-                view = samples.view(summary)
+                view = samples.view(summary, stop)
             except ConsumerError:
                 view = None
         if view is not None:

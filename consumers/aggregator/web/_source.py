@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -45,8 +46,8 @@ class SummarySource(Protocol):
         """Prometheus text exposition and its content type."""
         ...
 
-    def run_records(self, run_key: RunKey) -> RunRecords:
-        """The run key's latest records, read from the log now."""
+    def run_records(self, run_key: RunKey, stop: threading.Event | None = None) -> RunRecords:
+        """The run key's latest records, read from the log now (until `stop` is set)."""
         ...
 
 
@@ -77,9 +78,11 @@ def served_summary(source: SummarySource, run_key: RunKey) -> RunSummary:
     raise NotServedError(error(404, "not_found", f"no run {describe(run_key)}{where}"))
 
 
-def read_samples(samples: SampleCache, summary: RunSummary) -> RunSamples:
+def read_samples(
+    samples: SampleCache, summary: RunSummary, stop: threading.Event | None = None
+) -> RunSamples:
     """The run's per-sample view; NotServedError (503) when the log cannot be read."""
     try:
-        return samples.view(summary)
+        return samples.view(summary, stop)
     except ConsumerError as exc:
         raise NotServedError(error(503, "unavailable", str(exc), {"Retry-After": "1"})) from exc
