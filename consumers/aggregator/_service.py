@@ -10,7 +10,14 @@ from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.aggregator._kafka import consumer_overrides
 from resultlog.consumers.aggregator._loop import ConsumerLoop
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator._state import Lookup, RunsPage, Shared, utc_now
+from resultlog.consumers.aggregator._state import (
+    EVERY_RUN,
+    Lookup,
+    RunFilter,
+    RunsPage,
+    Shared,
+    utc_now,
+)
 from resultlog.consumers.resume import RunRecords, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, RunSummary
@@ -107,21 +114,17 @@ class Aggregator:
     def summaries(
         self,
         *,
-        run_id: str | None = None,
-        benchmark: str | None = None,
-        model: str | None = None,
+        where: RunFilter = EVERY_RUN,
         limit: int | None = None,
     ) -> list[RunSummary]:
         """Current summaries of the runs this instance serves, in run key order."""
-        found = self.page(run_id=run_id, benchmark=benchmark, model=model, limit=limit)
+        found = self.page(where=where, limit=limit)
         return found.summaries
 
     def page(
         self,
         *,
-        run_id: str | None = None,
-        benchmark: str | None = None,
-        model: str | None = None,
+        where: RunFilter = EVERY_RUN,
         after: RunKey | None = None,
         limit: int | None = None,
     ) -> RunsPage:
@@ -130,9 +133,7 @@ class Aggregator:
             lambda late: self._shared.state.page(
                 utc_now(),
                 compute=late,
-                run_id=run_id,
-                benchmark=benchmark,
-                model=model,
+                where=where,
                 after=after,
                 limit=limit,
             )

@@ -21,6 +21,7 @@ __all__ = [
     "Job",
     "Lookup",
     "PartitionState",
+    "RunFilter",
     "RunsPage",
     "Shared",
     "utc_now",
@@ -101,6 +102,26 @@ class PartitionState:
             run.cached = run.fold.summary(self.as_of(now))
             run.cached_version = run.version
         return run.cached
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a listing holds: every part given must equal the run key's."""
+
+    run_id: str | None = None
+    benchmark: str | None = None
+    model: str | None = None
+
+    def matches(self, run_key: RunKey) -> bool:
+        """Whether the run key has every part this filter gives."""
+        return (
+            (self.run_id is None or run_key.run_id == self.run_id)
+            and (self.benchmark is None or run_key.benchmark_id == self.benchmark)
+            and (self.model is None or run_key.model == self.model)
+        )
+
+
+EVERY_RUN = RunFilter()
 
 
 @dataclass(frozen=True)
@@ -222,9 +243,7 @@ class AggregatorState:
         now: datetime,
         *,
         compute: bool,
-        run_id: str | None = None,
-        benchmark: str | None = None,
-        model: str | None = None,
+        where: RunFilter = EVERY_RUN,
         after: RunKey | None = None,
         limit: int | None = None,
     ) -> RunsPage | None:
@@ -236,10 +255,7 @@ class AggregatorState:
                 for state in self.partitions.values()
                 if state.caught_up
                 for run_key, run in state.runs.items()
-                if len(run.fold)
-                and (run_id is None or run_key.run_id == run_id)
-                and (benchmark is None or run_key.benchmark_id == benchmark)
-                and (model is None or run_key.model == model)
+                if len(run.fold) and where.matches(run_key)
             ),
             key=lambda item: item[0],
         )
@@ -259,15 +275,11 @@ class AggregatorState:
         now: datetime,
         *,
         compute: bool,
-        run_id: str | None = None,
-        benchmark: str | None = None,
-        model: str | None = None,
+        where: RunFilter = EVERY_RUN,
         limit: int | None = None,
     ) -> list[RunSummary] | None:
         """Summaries of served runs in run key order, filtered; None (and wishes) if stale."""
-        found = self.page(
-            now, compute=compute, run_id=run_id, benchmark=benchmark, model=model, limit=limit
-        )
+        found = self.page(now, compute=compute, where=where, limit=limit)
         return None if found is None else found.summaries
 
     def want_changed(self, partitions: set[int] | None = None) -> None:

@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from resultlog.consumers.aggregator._state import RunFilter
 from resultlog.consumers.aggregator.web._page import OPEN_PATHS, OPEN_PREFIXES, page_routes
 from resultlog.consumers.aggregator.web._paths import (
     MAX_PART,
@@ -117,7 +118,7 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
         filters, limit = _list_params(request)
         cursor = request.query_params.get("cursor")
         after = _after(cursor) if cursor is not None else None
-        found = source.page(after=after, limit=limit, **filters)
+        found = source.page(where=RunFilter(**filters), after=after, limit=limit)
         headers = {"X-Total-Count": str(found.total)}
         if found.next_after is not None:
             following = cursor_of(found.next_after)

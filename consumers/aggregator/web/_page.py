@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from resultlog.consumers.aggregator._state import RunFilter
 from resultlog.consumers.aggregator.web import _html
 from resultlog.consumers.aggregator.web._paths import BadRequestError, compare_keys, run_route
 from resultlog.consumers.aggregator.web._reads import ReadPool
@@ -103,7 +104,7 @@ def page_routes(source: SummarySource, samples: SampleCache, reads: ReadPool) ->
         view = read_samples(samples, summary, stop)
         others = [
             RunKey(s.run_id, s.benchmark_id, s.model)
-            for s in source.page(benchmark=run_key.benchmark_id).summaries
+            for s in source.page(where=RunFilter(benchmark=run_key.benchmark_id)).summaries
         ]
         others = [key for key in others if key != run_key]
         return HTMLResponse(_html.run_part(summary, view, others), headers=_NO_STORE)

@@ -9,7 +9,7 @@ from typing import Protocol
 from starlette.responses import JSONResponse, Response
 
 from resultlog.consumers.aggregator._health import Health
-from resultlog.consumers.aggregator._state import Lookup, RunsPage
+from resultlog.consumers.aggregator._state import EVERY_RUN, Lookup, RunFilter, RunsPage
 from resultlog.consumers.aggregator.web._paths import describe
 from resultlog.consumers.aggregator.web._samples import RunSamples, SampleCache
 from resultlog.consumers.errors import ConsumerError
@@ -29,9 +29,7 @@ class SummarySource(Protocol):
     def page(
         self,
         *,
-        run_id: str | None = None,
-        benchmark: str | None = None,
-        model: str | None = None,
+        where: RunFilter = EVERY_RUN,
         after: RunKey | None = None,
         limit: int | None = None,
     ) -> RunsPage:
