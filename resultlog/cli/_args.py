@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Callable
 
 from resultlog.errors import CliError
-from resultlog.schemas import RunKey
+from resultlog.schemas import InvalidRunKeyError, RunKey, check_run_key_part
 
 __all__ = ["add_run_key", "parse_range", "positive_int", "run_key_of", "run_key_part"]
 
@@ -32,13 +32,20 @@ def positive_int(name: str, maximum: int) -> Callable[[str], int]:
 
 
 def run_key_part(name: str) -> Callable[[str], str]:
-    """An argparse type: a run key part (printable, no surrounding space, at most 256 chars)."""
+    """An argparse type: a run key part (as `RunKey` accepts it, no surrounding space, at most
+    256 characters)."""
 
     def parse(text: str) -> str:
         if not text or text != text.strip():
             raise argparse.ArgumentTypeError(f"{name} must be non-empty without outer spaces")
         if len(text) > _MAX_PART:
             raise argparse.ArgumentTypeError(f"{name} is longer than {_MAX_PART} characters")
+        try:
+            check_run_key_part(text, name)
+        except InvalidRunKeyError as exc:
+            reason = str(exc).removeprefix(f"RunKey.{name} ")
+            raise argparse.ArgumentTypeError(f"{name} {reason}") from None
+        # Stricter than the schema: no format or private-use characters either.
         if any(unicodedata.category(char).startswith("C") for char in text):
             raise argparse.ArgumentTypeError(f"{name} contains a control character")
         return text
