@@ -83,13 +83,16 @@ class _BearerToken:
 
     def __init__(self, app: ASGIApp, token: SecretStr) -> None:
         self._app = app
-        self._expected = b"Bearer " + token.get_secret_value().encode()
+        self._expected = token.get_secret_value().encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not _open(scope["path"]):
             given = dict(scope["headers"]).get(b"authorization", b"")
-            # Constant time: the comparison must not tell how much of a guess was right.
-            if not hmac.compare_digest(given, self._expected):
+            scheme, _, credentials = given.partition(b" ")
+            # The scheme is case-insensitive (RFC 7235); the token is compared in constant
+            # time: the comparison must not tell how much of a guess was right.
+            matches = hmac.compare_digest(credentials.lstrip(b" "), self._expected)
+            if scheme.lower() != b"bearer" or not matches:
                 detail = "this API wants Authorization: Bearer <RESULTLOG_HTTP_TOKEN>"
                 response = error(401, "unauthorized", detail, {"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
