@@ -69,7 +69,7 @@ def test_ordinary_names_in_any_script_are_accepted(part: str) -> None:
 
 def _models(field: str, part: str) -> dict[str, Any]:
     """Every model with a run key, built with `field` set to `part`."""
-    summary = {
+    summary: dict[str, Any] = {
         "run_id": "r",
         "benchmark_id": "b",
         "model": "m",
