@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from resultlog.consumers.aggregator.web._headers import SecurityHeaders
 from resultlog.consumers.aggregator.web._page import OPEN_PATHS, OPEN_PREFIXES, page_routes
 from resultlog.consumers.aggregator.web._paths import (
     MAX_PART,
@@ -120,7 +121,8 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             following = cursor_of(found.next_after)
             query = urlencode({**filters, "limit": limit, "cursor": following})
             headers["X-Next-Cursor"] = following
-            headers["Link"] = f'<{request.url.replace(query=query)}>; rel="next"'
+            # Relative: built from the client's Host, it would point wherever the client says.
+            headers["Link"] = f'</runs?{query}>; rel="next"'
         body = _SUMMARIES.dump_json(found.summaries)
         return Response(body, media_type="application/json", headers=headers)
 
@@ -152,7 +154,9 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
         Route("/metrics", metrics, methods=["GET"]),
         *page_routes(source, samples),
     ]
-    middleware = [] if token is None else [Middleware(_BearerToken, token=token)]
+    middleware = [Middleware(SecurityHeaders)]
+    if token is not None:
+        middleware.append(Middleware(_BearerToken, token=token))
     return Starlette(
         routes=routes,
         middleware=middleware,
