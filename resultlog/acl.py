@@ -36,7 +36,7 @@ _TIMEOUT_S = 15.0
 _MAX_TEXT = 200
 
 Resource = Literal["topic", "group"]
-Operation = Literal["READ", "WRITE", "DESCRIBE"]
+Operation = Literal["READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"]
 
 
 class Role(StrEnum):
@@ -74,6 +74,11 @@ def role_acls(
     def consumer_group(name: str) -> Acl:
         return Acl(principal, "group", name, "READ")
 
+    def configs(*names: str) -> list[Acl]:
+        # A client checks the cleanup.policy of the topics it uses, and a writer sizes its
+        # records by max.message.bytes: without this it would have to guess.
+        return [topic(name, "DESCRIBE_CONFIGS") for name in names]
+
     readers = Acl(principal, "group", READER_GROUP_PREFIX, "DESCRIBE", prefixed=True)
     if role is Role.WORKER:
         # Writes results and reads them back to resume (guided by the run index); holds
@@ -89,6 +94,7 @@ def role_acls(
             topic(settings.work_dlq_topic, "WRITE"),
             consumer_group(group or settings.work_group),
             readers,
+            *configs(settings.results_topic, settings.leases_topic),
         ]
     if role is Role.AGGREGATOR:
         # Folds results as a group member (committing nothing), writes summaries and dead
@@ -104,8 +110,14 @@ def role_acls(
             topic(settings.dlq_topic, "WRITE"),
             consumer_group(group or settings.aggregator_group),
             readers,
+            *configs(
+                settings.results_topic,
+                settings.checkpoints_topic,
+                settings.summaries_topic,
+                settings.dlq_topic,
+            ),
         ]
-    return [topic(settings.summaries_topic, "READ"), readers]
+    return [topic(settings.summaries_topic, "READ"), readers, *configs(settings.summaries_topic)]
 
 
 def grant(kafka: KafkaConnection, acls: Sequence[Acl]) -> None:
@@ -173,6 +185,7 @@ def _acl(binding: AclBinding) -> Acl | None:
         AclOperation.READ: "READ",
         AclOperation.WRITE: "WRITE",
         AclOperation.DESCRIBE: "DESCRIBE",
+        AclOperation.DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS",
     }
     kind, operation = kinds.get(binding.restype), operations.get(binding.operation)
     if kind is None or operation is None:

@@ -311,8 +311,9 @@ class KafkaConnection:
             with self._lock:
                 first = topic not in self._policies_unknown
                 self._policies_unknown.add(topic)
+            reason = access_denied(self.settings, exc, "DESCRIBE_CONFIGS", f"topic {topic}")
             log.log(logging.WARNING if first else logging.DEBUG,
-                    "cannot read the cleanup.policy of %s: %s", topic, exc)  # fmt: skip
+                    "cannot check the cleanup.policy of %s: %s", topic, reason or exc)  # fmt: skip
             return None
         entry = entries.get("cleanup.policy")
         return None if entry is None else str(entry.value or "")

@@ -49,6 +49,7 @@ SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 _CA = "RESULTLOG_SSL_CA_LOCATION"
 _CERTIFICATE = "RESULTLOG_SSL_CERTIFICATE_LOCATION"
 _KEY = "RESULTLOG_SSL_KEY_LOCATION"
+_MIN_TOKEN = 16  # characters of RESULTLOG_HTTP_TOKEN: guessing it must be hopeless
 
 
 class Settings(BaseSettings):
@@ -144,7 +145,7 @@ class Settings(BaseSettings):
     work_max_poll_interval_ms: int = Field(default=300_000, ge=1_000)
     """The longest gap between a worker's polls (not a bound on a chunk's time)."""
 
-    http_token: SecretStr | None = Field(default=None, min_length=16)
+    http_token: SecretStr | None = None
     """With a token, the aggregator's HTTP routes but /healthz want `Bearer <token>`."""
     http_tls_certificate: str | None = None
     """PEM certificate to serve the aggregator's HTTP API over HTTPS."""
@@ -178,6 +179,26 @@ class Settings(BaseSettings):
         """An empty RESULTLOG_API_KEY does not hide OPENROUTER_API_KEY."""
         if isinstance(value, str) and not value.strip():
             return os.environ.get("OPENROUTER_API_KEY") or None
+        return value
+
+    @field_validator("http_token")
+    @classmethod
+    def _token_can_be_sent(cls, value: SecretStr | None) -> SecretStr | None:
+        # Refused at start: a client could never send it, so every request would be a 401.
+        if value is not None:
+            text = value.get_secret_value()
+            if text != text.strip():
+                raise ValueError(
+                    "RESULTLOG_HTTP_TOKEN has whitespace around it (a trailing newline from a "
+                    "file?): no client sends that; strip it"
+                )
+            if not all(" " <= char <= "~" for char in text):
+                raise ValueError(
+                    "RESULTLOG_HTTP_TOKEN must be printable ASCII: browsers cannot send other "
+                    "characters in a header"
+                )
+            if len(text) < _MIN_TOKEN:
+                raise ValueError(f"RESULTLOG_HTTP_TOKEN must be at least {_MIN_TOKEN} characters")
         return value
 
     @field_validator("ssl_ca_location")

@@ -55,7 +55,7 @@ from resultlog.schemas.models import (
     Usage,
     WriterProcess,
 )
-from resultlog.schemas.runkey import InvalidRunKeyError, RunKey
+from resultlog.schemas.runkey import InvalidRunKeyError, RunKey, check_run_key_part
 from resultlog.schemas.summary import AsOf, RunSummary, SummaryUsage
 
 __all__ = [
@@ -101,6 +101,7 @@ __all__ = [
     "Usage",
     "WireFormat",
     "WriterProcess",
+    "check_run_key_part",
     "decode_key",
     "decode_run_key",
     "encode_key",

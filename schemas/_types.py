@@ -18,6 +18,8 @@ from pydantic import (
     ValidationInfo,
 )
 
+from resultlog.schemas.runkey import check_run_key_part
+
 FORMAT_VERSION: Final = 1
 """The record semantics version this code writes and the only one it reads."""
 
@@ -49,6 +51,11 @@ def _json_text(value: str, info: ValidationInfo) -> str:
     except ValueError as exc:
         raise ValueError(f"must be JSON text: {exc}") from exc
     return value
+
+
+def _run_key_part(value: str, info: ValidationInfo) -> str:
+    """Refuse what no reader can handle as a run key part (checked on decode too)."""
+    return check_run_key_part(value, info.field_name or "part")
 
 
 def _utc_millis(value: datetime) -> datetime:
@@ -85,6 +92,8 @@ MetricValue = Annotated[float, Field(ge=-MAX_METRIC, le=MAX_METRIC, allow_inf_na
 UnitInterval = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 HttpStatus = Annotated[int, Strict(), Field(ge=100, le=599)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
+RunKeyPart = Annotated[str, Field(min_length=1), AfterValidator(_run_key_part)]
+"""run_id, benchmark_id or model: the refusals of `RunKey`, for every model that carries one."""
 JsonText = Annotated[str, AfterValidator(_json_text)]
 """Free-form content carried as JSON text (Avro string)."""
 
@@ -120,6 +129,7 @@ __all__ = [
     "PositiveIndex",
     "Real",
     "RecordMetrics",
+    "RunKeyPart",
     "Timestamp",
     "Tokens",
     "UnitInterval",

@@ -30,6 +30,7 @@ from resultlog.schemas._types import (
     Millis,
     NonEmptyStr,
     PositiveIndex,
+    RunKeyPart,
 )
 from resultlog.schemas.models import RecordError, RecordRules, RecordStatus, Score, Usage
 
@@ -93,9 +94,9 @@ class FoldView(RecordRules, Frozen):
     """
 
     format_version: Literal[1] = 1
-    run_id: NonEmptyStr
-    benchmark_id: NonEmptyStr
-    model: NonEmptyStr
+    run_id: RunKeyPart
+    benchmark_id: RunKeyPart
+    model: RunKeyPart
     sample_index: Index
     epoch: Index
     sample_id: NonEmptyStr

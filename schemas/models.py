@@ -18,6 +18,7 @@ from resultlog.schemas._types import (
     NonEmptyStr,
     PositiveIndex,
     RecordMetrics,
+    RunKeyPart,
     Timestamp,
     Tokens,
     UnitInterval,
@@ -182,9 +183,9 @@ class SampleResult(RecordRules, Frozen):
     """One result event, keyed by run key + (sample_index, epoch)."""
 
     format_version: Literal[1] = 1
-    run_id: NonEmptyStr
-    benchmark_id: NonEmptyStr
-    model: NonEmptyStr
+    run_id: RunKeyPart
+    benchmark_id: RunKeyPart
+    model: RunKeyPart
     sample_index: Index
     epoch: Index
     sample_id: NonEmptyStr

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from resultlog._pem import PemError, check_private
 from resultlog.cli._args import run_key_part
 from resultlog.cli._connect import connect
 from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
@@ -118,6 +119,10 @@ def _check_http_tls(certificate: str | None, key: str | None) -> None:
         raise CliError(
             f"RESULTLOG_HTTP_TLS_CERTIFICATE/RESULTLOG_HTTP_TLS_KEY do not load: {reason}"
         ) from None
+    try:  # the rule of the Kafka key files: a private key nobody else may read
+        check_private("RESULTLOG_HTTP_TLS_KEY", key)
+    except PemError as exc:
+        raise CliError(str(exc)) from None
 
 
 async def _serve(

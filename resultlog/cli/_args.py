@@ -9,7 +9,7 @@ from pathlib import PurePath
 
 from resultlog.errors import CliError
 from resultlog.producer.offline import bounded
-from resultlog.schemas import RunKey
+from resultlog.schemas import InvalidRunKeyError, RunKey, check_run_key_part
 
 __all__ = [
     "HelpFormatter",
@@ -60,13 +60,20 @@ port_number = int_between("port", 0, 65535)
 
 
 def run_key_part(name: str) -> Callable[[str], str]:
-    """An argparse type: a run key part (printable, no surrounding space, at most 256 chars)."""
+    """An argparse type: a run key part (as `RunKey` accepts it, no surrounding space, at most
+    256 characters)."""
 
     def parse(text: str) -> str:
         if not text or text != text.strip():
             raise argparse.ArgumentTypeError(f"{name} must be non-empty without outer spaces")
         if len(text) > _MAX_PART:
             raise argparse.ArgumentTypeError(f"{name} is longer than {_MAX_PART} characters")
+        try:
+            check_run_key_part(text, name)
+        except InvalidRunKeyError as exc:
+            reason = str(exc).removeprefix(f"RunKey.{name} ")
+            raise argparse.ArgumentTypeError(f"{name} {reason}") from None
+        # Stricter than the schema: no format or private-use characters either.
         if any(unicodedata.category(char).startswith("C") for char in text):
             raise argparse.ArgumentTypeError(f"{name} contains a control character")
         return text

@@ -26,6 +26,10 @@ BAD_ARGUMENTS = [
     ([*RUN, "--run-id", "evil\x1b[2J"], "run id contains a control character"),
     ([*RUN, "--run-id", "gpt\u202eevil"], "run id contains a control character"),  # RTL override
     ([*RUN, "--run-id", "r" * 300], "run id is longer than 256 characters"),
+    ([*RUN, "--run-id", ".."], "run id must not be '..'"),  # /page/run/../ would not open
+    (["run", "arith", "--model", ".", "--run-id", "r"], "model must not be '.'"),
+    ([*RUN, "--run-id", "iso\u2067late"], "run id contains a control character, U+2067"),
+    (["status", "--run-id", "r", "--benchmark", "..", "--model", MODEL], "benchmark must not be"),
     ([*RUN, "--run-id", "r", "--limit", "99999999999"], "limit must be between 1 and 10000000"),
     ([*RUN, "--run-id", "r", "--epochs", "100000"], "epochs must be between 1 and 1000"),
     ([*RUN, "--run-id", "r", "--limit", "1e3"], "limit must be an integer"),

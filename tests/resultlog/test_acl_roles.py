@@ -10,6 +10,7 @@ import pytest
 
 from resultlog.acl import READER_GROUP_PREFIX, Acl, Role, role_acls
 from resultlog.errors import KafkaClientError
+from resultlog.kafka import topic_layouts
 from resultlog.settings import Settings
 
 SETTINGS = Settings(
@@ -44,6 +45,8 @@ def test_a_worker_writes_and_reads_results_and_takes_work() -> None:
         ("topic", "w", "READ"),
         ("topic", "wd", "WRITE"),
         ("group", "workers", "READ"),
+        ("topic", "r", "DESCRIBE_CONFIGS"),
+        ("topic", "l", "DESCRIBE_CONFIGS"),
     }
 
 
@@ -57,12 +60,24 @@ def test_the_aggregator_reads_results_and_writes_summaries_and_dead_letters() ->
         ("topic", "i", "WRITE"),
         ("topic", "i", "READ"),
         ("group", "agg", "READ"),
+        *(("topic", name, "DESCRIBE_CONFIGS") for name in "rsdc"),
     }
     assert ("group", "other", "READ") in _rules(Role.AGGREGATOR, "other")
 
 
 def test_a_viewer_reads_summaries_only() -> None:
-    assert _rules(Role.VIEWER) == {("topic", "s", "READ")}
+    assert _rules(Role.VIEWER) == {("topic", "s", "READ"), ("topic", "s", "DESCRIBE_CONFIGS")}
+
+
+@pytest.mark.parametrize("role", list(Role))
+def test_a_role_reads_the_configuration_of_exactly_the_checked_topics_it_uses(role: Role) -> None:
+    """Each topic whose layout clients check and the role uses: its configuration, no more."""
+    acls = role_acls(SETTINGS, role, "User:x")
+    used = {
+        acl.name for acl in acls if acl.resource == "topic" and acl.operation != "DESCRIBE_CONFIGS"
+    }
+    described = {acl.name for acl in acls if acl.operation == "DESCRIBE_CONFIGS"}
+    assert described == used & set(topic_layouts(SETTINGS))
 
 
 def test_no_role_may_write_what_another_role_owns() -> None:

@@ -44,6 +44,7 @@ CONTRACT = [
     "InvalidRunKeyError",
     "RecordId",
     "RunKey",
+    "check_run_key_part",
     "decode_key",
     "decode_run_key",
     "encode_key",

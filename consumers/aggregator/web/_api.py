@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from resultlog.consumers.aggregator._state import RunFilter
+from resultlog.consumers.aggregator.web._headers import SecurityHeaders
 from resultlog.consumers.aggregator.web._page import OPEN_PATHS, OPEN_PREFIXES, page_routes
 from resultlog.consumers.aggregator.web._paths import (
     MAX_PART,
@@ -89,13 +90,16 @@ class _BearerToken:
 
     def __init__(self, app: ASGIApp, token: SecretStr) -> None:
         self._app = app
-        self._expected = b"Bearer " + token.get_secret_value().encode()
+        self._expected = token.get_secret_value().encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not _open(scope["path"]):
             given = dict(scope["headers"]).get(b"authorization", b"")
-            # Constant time: the comparison must not tell how much of a guess was right.
-            if not hmac.compare_digest(given, self._expected):
+            scheme, _, credentials = given.partition(b" ")
+            # The scheme is case-insensitive (RFC 7235); the token is compared in constant
+            # time: the comparison must not tell how much of a guess was right.
+            matches = hmac.compare_digest(credentials.lstrip(b" "), self._expected)
+            if scheme.lower() != b"bearer" or not matches:
                 detail = "this API wants Authorization: Bearer <RESULTLOG_HTTP_TOKEN>"
                 response = error(401, "unauthorized", detail, {"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
@@ -124,7 +128,8 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             following = cursor_of(found.next_after)
             query = urlencode({**filters, "limit": limit, "cursor": following})
             headers["X-Next-Cursor"] = following
-            headers["Link"] = f'<{request.url.replace(query=query)}>; rel="next"'
+            # Relative: built from the client's Host, it would point wherever the client says.
+            headers["Link"] = f'</runs?{query}>; rel="next"'
         body = _SUMMARIES.dump_json(found.summaries)
         return Response(body, media_type="application/json", headers=headers)
 
@@ -168,7 +173,9 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
         Route("/metrics", metrics, methods=["GET"]),
         *page_routes(source, samples, reads),
     ]
-    middleware = [] if token is None else [Middleware(_BearerToken, token=token)]
+    middleware = [Middleware(SecurityHeaders)]
+    if token is not None:
+        middleware.append(Middleware(_BearerToken, token=token))
     return Starlette(
         routes=routes,
         middleware=middleware,

@@ -60,15 +60,20 @@ def page_routes(source: SummarySource, samples: SampleCache, reads: ReadPool) ->
     def run_shell(request: Request) -> Response:
         run_key = _run_of(request, b"/page/run/")
         part = "/parts/run/" + _html.run_path(run_key)
-        title = f"{run_key.run_id} · {run_key.benchmark_id} · {run_key.model}"
-        return HTMLResponse(_html.shell(title, part, every_ms=_RUN_EVERY_MS))
+        parts = (run_key.run_id, run_key.benchmark_id, run_key.model)
+        heading = _html.names(*parts)
+        return HTMLResponse(
+            _html.shell(" · ".join(parts), part, every_ms=_RUN_EVERY_MS, heading=heading)
+        )
 
     def compare_shell(request: Request) -> Response:
         query = request.scope["query_string"]
         a, b = compare_keys(query)
         part = "/parts/compare?" + query.decode("latin-1")
         title = f"{a.benchmark_id}: {a.run_id} against {b.run_id}"
-        return HTMLResponse(_html.shell(title, part, every_ms=_RUN_EVERY_MS))
+        benchmark, run_a, run_b = map(_html.names, (a.benchmark_id, a.run_id, b.run_id))
+        heading = f"{benchmark}: {run_a} against {run_b}"
+        return HTMLResponse(_html.shell(title, part, every_ms=_RUN_EVERY_MS, heading=heading))
 
     def static(request: Request) -> Response:
         name = request.path_params["name"]
