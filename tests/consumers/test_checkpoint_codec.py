@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import struct
 from typing import Any
 
+import fastavro
 import pytest
 
 from resultlog.consumers.aggregator.checkpoint._codec import (
     CheckpointError,
     CheckpointId,
     Header,
+    OldCheckpointError,
     Piece,
     decode,
     encode_header,
@@ -20,7 +23,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     restore_folds,
 )
 from resultlog.consumers.fold import Contribution, RunFold
-from resultlog.schemas import RunKey
+from resultlog.schemas import RunKey, shipped_catalog
 from tests.support.records import make_record
 
 CHECKPOINT = CheckpointId("results", 2, 6, 9, "w1", 12345)
@@ -106,6 +109,43 @@ def test_headers_and_keys_round_trip() -> None:
     key = piece_key(CHECKPOINT, 3)
     assert parse_piece_key(key) == ("results", 2, 9, "w1", 3)
     assert parse_piece_key(b"results/2/header") is None
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "resultlog.sample-results/\u00b2/1/w/0",  # isdigit() accepts a superscript two
+        "results/2/\u0663/w/0",  # an Arabic-Indic three
+        "results/2/99999999999999999999/w/0",  # a generation no Avro long holds once raised
+        "results/2/-1/w/0",
+        "results/2/1/w/ 3",
+    ],
+)
+def test_garbage_piece_keys_are_not_pieces(key: str) -> None:
+    assert parse_piece_key(key.encode()) is None
+
+
+def test_a_header_names_the_exact_log() -> None:
+    named = CheckpointId("results", 2, 6, 9, "w1", 12345, "cluster-a", "topic-id")
+    found = decode(encode_header(Header(named, 1, 1_700_000_000_000, 1, 1)))
+    assert isinstance(found, Header)
+    assert (found.id.cluster_id, found.id.topic_id) == ("cluster-a", "topic-id")
+
+
+def test_a_header_of_the_first_format_is_refused_as_old() -> None:
+    v1 = shipped_catalog().versions("resultlog.AggregatorCheckpoint")[0]
+    assert v1.version == 1
+    datum = {
+        "format_version": 1, "results_topic": "results", "partition": 2, "partitions": 6,
+        "generation": 9, "writer": "w1", "next_offset": 12345,
+        "body": ("resultlog.CheckpointHeader",
+                 {"pieces": 1, "written_at_ms": 1, "runs": 1, "contributions": 1}),
+    }  # fmt: skip
+    out = io.BytesIO()
+    out.write(b"\xc3\x01" + v1.fingerprint)
+    fastavro.schemaless_writer(out, v1.parsed, datum)
+    with pytest.raises(OldCheckpointError, match="older version"):
+        decode(out.getvalue())
 
 
 @pytest.mark.parametrize(
