@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
 import struct
 from typing import Any
 
-import fastavro
 import pytest
 
 from resultlog.consumers.aggregator.checkpoint._codec import (
@@ -23,7 +21,8 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     restore_folds,
 )
 from resultlog.consumers.fold import Contribution, RunFold
-from resultlog.schemas import RunKey, shipped_catalog
+from resultlog.schemas import RunKey
+from tests.support.checkpoints import v1_header
 from tests.support.records import make_record
 
 CHECKPOINT = CheckpointId("results", 2, 6, 9, "w1", 12345)
@@ -133,19 +132,8 @@ def test_a_header_names_the_exact_log() -> None:
 
 
 def test_a_header_of_the_first_format_is_refused_as_old() -> None:
-    v1 = shipped_catalog().versions("resultlog.AggregatorCheckpoint")[0]
-    assert v1.version == 1
-    datum = {
-        "format_version": 1, "results_topic": "results", "partition": 2, "partitions": 6,
-        "generation": 9, "writer": "w1", "next_offset": 12345,
-        "body": ("resultlog.CheckpointHeader",
-                 {"pieces": 1, "written_at_ms": 1, "runs": 1, "contributions": 1}),
-    }  # fmt: skip
-    out = io.BytesIO()
-    out.write(b"\xc3\x01" + v1.fingerprint)
-    fastavro.schemaless_writer(out, v1.parsed, datum)
     with pytest.raises(OldCheckpointError, match="older version"):
-        decode(out.getvalue())
+        decode(v1_header(CHECKPOINT, 1, 1, 1))
 
 
 @pytest.mark.parametrize(
