@@ -20,7 +20,7 @@ _PREFIX = "resultlog_aggregator"
 # Why a partition's checkpoint was not used (the reasons of `_checkpoint_read.Unusable`).
 CHECKPOINT_IGNORED = (
     "missing", "corrupt", "incomplete", "foreign", "beyond_end", "truncated", "stale",
-    "unreadable",
+    "unreadable", "foreign_cluster", "foreign_topic", "old_version",
 )  # fmt: skip
 
 # Each served run's key and its spend in USD (every attempt: the summary's spent_cost).

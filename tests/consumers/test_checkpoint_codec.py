@@ -11,6 +11,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     CheckpointError,
     CheckpointId,
     Header,
+    OldCheckpointError,
     Piece,
     decode,
     encode_header,
@@ -21,6 +22,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
 )
 from resultlog.consumers.fold import Contribution, RunFold
 from resultlog.schemas import RunKey
+from tests.support.checkpoints import v1_header
 from tests.support.records import make_record
 
 CHECKPOINT = CheckpointId("results", 2, 6, 9, "w1", 12345)
@@ -106,6 +108,32 @@ def test_headers_and_keys_round_trip() -> None:
     key = piece_key(CHECKPOINT, 3)
     assert parse_piece_key(key) == ("results", 2, 9, "w1", 3)
     assert parse_piece_key(b"results/2/header") is None
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "resultlog.sample-results/\u00b2/1/w/0",  # isdigit() accepts a superscript two
+        "results/2/\u0663/w/0",  # an Arabic-Indic three
+        "results/2/99999999999999999999/w/0",  # a generation no Avro long holds once raised
+        "results/2/-1/w/0",
+        "results/2/1/w/ 3",
+    ],
+)
+def test_garbage_piece_keys_are_not_pieces(key: str) -> None:
+    assert parse_piece_key(key.encode()) is None
+
+
+def test_a_header_names_the_exact_log() -> None:
+    named = CheckpointId("results", 2, 6, 9, "w1", 12345, "cluster-a", "topic-id")
+    found = decode(encode_header(Header(named, 1, 1_700_000_000_000, 1, 1)))
+    assert isinstance(found, Header)
+    assert (found.id.cluster_id, found.id.topic_id) == ("cluster-a", "topic-id")
+
+
+def test_a_header_of_the_first_format_is_refused_as_old() -> None:
+    with pytest.raises(OldCheckpointError, match="older version"):
+        decode(v1_header(CHECKPOINT, 1, 1, 1))
 
 
 @pytest.mark.parametrize(

@@ -71,6 +71,7 @@ def _work_topic_is_empty(settings: Settings) -> bool:
         (["nope", "--chunks", "2"], "unknown benchmark 'nope'"),
         (["arith", "--chunks", "2", "--range", "5:2"], "range must satisfy 0 <= A < B"),
         (["arith", "--chunks", "2", "--range", "1000:1200"], "selects no sample of the 1000"),
+        (["arith", "--chunks", "2", "--range", "990:2000"], "goes past the 1000 samples"),
         (["arith", "--chunks", "0"], "chunks must be between 1 and"),
         (["arith", "--chunks", "11", "--limit", "10"], "11 chunks for 10 samples"),
         (["arith", "--chunks", "2", "--base-url", "ftp://x"], "--base-url must be an http(s)"),

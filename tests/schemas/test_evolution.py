@@ -67,6 +67,10 @@ RELEASED = {
         "809fb30f05f903fd",
         "26b280c1ff1e51b173efcdef0d9d18ef09910bd32289c14cc1f3e35c01b82f89",
     ),
+    (AGGREGATOR_CHECKPOINT, 2): (
+        "dc43a2e0f96d301f",
+        "ee1161db86dbf8914ab3860df96aa35fb9f9aa05f985b5fa3f468474df3406c0",
+    ),
 }
 
 

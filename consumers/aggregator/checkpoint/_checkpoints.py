@@ -56,6 +56,19 @@ class Checkpoints:
             on_failed=metrics.checkpoint_failures.inc,
         )
         self._covered: dict[int, tuple[int, float]] = {}  # partition -> (offset, when)
+        self._log_id: tuple[str, str] | None = None
+
+    def _identify(self) -> None:
+        """Learn the exact log (cluster ID, results topic ID) checkpoints are written for and
+        must name to be restored (unknown: nothing restored, checkpoints name no log)."""
+        topic = self._kafka.results_topic
+        try:
+            log_id: tuple[str, str] | None = self._kafka.topic_identity(topic)
+        except KafkaClientError as exc:
+            log.warning("cannot tell which log %s is (%s): no checkpoint restored", topic, exc)
+            log_id = None
+        self._log_id = log_id
+        self._writer.log_id = log_id
 
     @classmethod
     def open(
@@ -81,6 +94,7 @@ class Checkpoints:
         if not bounds:
             return {}
         kafka = self._kafka
+        self._identify()  # on every assignment: the topic may have been re-created meanwhile
         found = read_checkpoints(
             self._reader,
             topic=kafka.checkpoints_topic,
@@ -88,6 +102,7 @@ class Checkpoints:
             partitions=self._partitions,
             wanted=bounds,
             max_age_ms=self._max_age_ms,
+            log_id=self._log_id,
         )
         restored: dict[int, Restored] = {}
         now = time.monotonic()

@@ -4,7 +4,8 @@ A generation of a partition's checkpoint is some pieces (each well under Kafka's
 1 MB message size) and a header written once they are all acknowledged. Keys:
 `<results topic>/<partition>/header` (compaction keeps the newest header) and
 `<results topic>/<partition>/<generation>/<writer>/<index>` for pieces. Values are Avro
-single-object encoded (`C3 01`, fingerprint, body) under `aggregator_checkpoint.v1.avsc`.
+single-object encoded (`C3 01`, fingerprint, body) under `aggregator_checkpoint.v2.avsc`
+(v1 named no cluster or topic ID: its records are refused as OldCheckpointError).
 Every Contribution field is written and read by name, column by column: doubles as IEEE
 bytes, so a restored fold holds the same bits as the one that was written.
 """
@@ -12,6 +13,7 @@ bytes, so a restored fold holds the same bits as the one that was written.
 from __future__ import annotations
 
 import io
+import re
 import sys
 from array import array
 from collections.abc import Iterator, Sequence
@@ -25,9 +27,11 @@ from resultlog.schemas import RunKey, ScoreValue, shipped_catalog
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_GENERATION",
     "CheckpointError",
     "CheckpointId",
     "Header",
+    "OldCheckpointError",
     "Piece",
     "RunRows",
     "decode",
@@ -40,8 +44,17 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+# Generations beyond this are garbage, never numbered after: a writer adds one to the highest
+# it saw, and an Avro long must hold the result.
+MAX_GENERATION = 10**15
+_NUMBER = re.compile(r"[0-9]{1,16}")
 _SCHEMA = shipped_catalog().current("resultlog.AggregatorCheckpoint")
 _PREFIX = b"\xc3\x01" + _SCHEMA.fingerprint
+_OLD_PREFIXES = tuple(
+    b"\xc3\x01" + old.fingerprint
+    for old in shipped_catalog().versions("resultlog.AggregatorCheckpoint")
+    if old.fingerprint != _SCHEMA.fingerprint
+)
 _HEADER = "resultlog.CheckpointHeader"
 _PIECE = "resultlog.CheckpointPiece"
 _ROWS_PER_PIECE = 4096  # about 0.5 MB with short sample ids and one metric
@@ -55,6 +68,10 @@ class CheckpointError(ValueError):
     """A checkpoint record that cannot be decoded or does not hold together."""
 
 
+class OldCheckpointError(CheckpointError):
+    """A checkpoint record of an older schema version, which does not name its exact log."""
+
+
 @dataclass(frozen=True)
 class CheckpointId:
     """One generation of one partition's checkpoint, by one writer."""
@@ -65,6 +82,8 @@ class CheckpointId:
     generation: int
     writer: str
     next_offset: int
+    cluster_id: str = ""  # the exact log: cluster and topic ID ("" unknown: never restored)
+    topic_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,12 +118,15 @@ def piece_key(checkpoint: CheckpointId, index: int) -> bytes:
 
 
 def parse_piece_key(key: bytes) -> tuple[str, int, int, str, int] | None:
-    """(results topic, partition, generation, writer, index) of a piece key; None otherwise."""
+    """(results topic, partition, generation, writer, index) of a piece key; None for any
+    other key (ASCII digits only, generations at most MAX_GENERATION)."""
     parts = key.decode("utf-8", "replace").split("/")
     if len(parts) != 5:
         return None
     topic, partition, generation, writer, index = parts
-    if not (partition.isdigit() and generation.isdigit() and index.isdigit()):
+    if not all(_NUMBER.fullmatch(part) for part in (partition, generation, index)):
+        return None
+    if int(generation) > MAX_GENERATION:
         return None
     return topic, int(partition), int(generation), writer, int(index)
 
@@ -130,6 +152,8 @@ def encode_pieces(checkpoint: CheckpointId, runs: Sequence[RunRows]) -> list[byt
 
 def decode(value: bytes) -> Header | Piece:
     """A header or a piece; CheckpointError if the bytes are not one of ours that holds."""
+    if value.startswith(_OLD_PREFIXES):
+        raise OldCheckpointError("written by an older version, naming no cluster or topic ID")
     if not value.startswith(_PREFIX):
         raise CheckpointError("not an aggregator checkpoint of a known schema version")
     try:
@@ -145,6 +169,8 @@ def decode(value: bytes) -> Header | Piece:
             datum["generation"],
             datum["writer"],
             datum["next_offset"],
+            datum["cluster_id"],
+            datum["topic_id"],
         )
         kind, body = datum["body"]
         if kind == _HEADER:
@@ -177,6 +203,8 @@ def _encode(checkpoint: CheckpointId, body: tuple[str, dict[str, Any]]) -> bytes
         "generation": checkpoint.generation,
         "writer": checkpoint.writer,
         "next_offset": checkpoint.next_offset,
+        "cluster_id": checkpoint.cluster_id,
+        "topic_id": checkpoint.topic_id,
         "body": body,
     }
     out = io.BytesIO()
