@@ -7,7 +7,7 @@ behaviour per pair and read the request log; `expected_outcome` predicts the def
 """
 
 from resultlog.producer.offline._app import Behavior, Fault, LoggedRequest
-from resultlog.producer.offline._cli import add_arguments, bounded, serve
+from resultlog.producer.offline._cli import add_arguments, serve
 from resultlog.producer.offline._model import (
     Outcome,
     expected_outcome,
@@ -23,7 +23,6 @@ __all__ = [
     "ModelServer",
     "Outcome",
     "add_arguments",
-    "bounded",
     "expected_outcome",
     "generation_id",
     "is_expected_degraded",

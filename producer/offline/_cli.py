@@ -6,17 +6,14 @@ import argparse
 import asyncio
 import os
 import signal
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
+from resultlog._argtypes import bounded
 from resultlog.producer.offline._app import App, Config, State
 from resultlog.producer.offline._http11 import Http11Server, listen
 from resultlog.producer.offline._model import DEFAULT_ERROR_RATE, DEFAULT_SEED, DEFAULT_WRONG_RATE
 
-__all__ = ["add_arguments", "bounded", "serve"]
-
-T = TypeVar("T", int, float)
+__all__ = ["add_arguments", "serve"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,22 +53,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_WRONG_RATE,
         help="share of pairs answered wrong",
     )
-
-
-def bounded(name: str, kind: Callable[[str], T], low: T, high: T) -> Callable[[str], T]:
-    """An argparse type: an int or float (`kind`) in [low, high] (which also refuses nan)."""
-    what = "an integer" if kind is int else "a number"
-
-    def parse(text: str) -> T:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{name} must be between {low} and {high}, got {text}")
-        return value
-
-    return parse
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -7,8 +7,8 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import PurePath
 
+from resultlog._argtypes import bounded
 from resultlog.errors import CliError
-from resultlog.producer.offline import bounded
 from resultlog.schemas import InvalidRunKeyError, RunKey, check_run_key_part
 
 __all__ = [

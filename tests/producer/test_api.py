@@ -45,6 +45,7 @@ WORKER_API = {
     "PersistenceError",
     "ProducerError",
     "SolverError",
+    "UnansweredError",
 }
 
 
