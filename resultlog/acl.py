@@ -94,7 +94,7 @@ def role_acls(
             topic(settings.work_dlq_topic, "WRITE"),
             consumer_group(group or settings.work_group),
             readers,
-            *configs(settings.results_topic, settings.leases_topic),
+            *configs(settings.results_topic, settings.index_topic, settings.leases_topic),
         ]
     if role is Role.AGGREGATOR:
         # Folds results as a group member (committing nothing), writes summaries and dead
@@ -112,6 +112,7 @@ def role_acls(
             readers,
             *configs(
                 settings.results_topic,
+                settings.index_topic,
                 settings.checkpoints_topic,
                 settings.summaries_topic,
                 settings.dlq_topic,

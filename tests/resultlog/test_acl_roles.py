@@ -46,6 +46,7 @@ def test_a_worker_writes_and_reads_results_and_takes_work() -> None:
         ("topic", "wd", "WRITE"),
         ("group", "workers", "READ"),
         ("topic", "r", "DESCRIBE_CONFIGS"),
+        ("topic", "i", "DESCRIBE_CONFIGS"),
         ("topic", "l", "DESCRIBE_CONFIGS"),
     }
 
@@ -60,7 +61,7 @@ def test_the_aggregator_reads_results_and_writes_summaries_and_dead_letters() ->
         ("topic", "i", "WRITE"),
         ("topic", "i", "READ"),
         ("group", "agg", "READ"),
-        *(("topic", name, "DESCRIBE_CONFIGS") for name in "rsdc"),
+        *(("topic", name, "DESCRIBE_CONFIGS") for name in "rsdci"),
     }
     assert ("group", "other", "READ") in _rules(Role.AGGREGATOR, "other")
 
