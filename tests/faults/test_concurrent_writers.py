@@ -2,8 +2,9 @@
 
 Worker A asks a model that answers a quarter of the pairs with 429 or 500; it is paused
 (SIGSTOP) past its lease, so worker B, asking a healthy model, takes the run key over; A is
-woken while B is still writing, finishes, and writes its degraded outcomes while B's
-successes land around them. Whatever the interleaving, the log must end with every pair
+woken while B is still writing. A writer whose lease expired starts no more pairs: A either
+finished before it noticed, or stops with one line saying so (exit 1), its pairs in flight
+landing around B's successes. Whatever the interleaving, the log must end with every pair
 completed, and a further resume must ask the model nothing.
 """
 
@@ -67,7 +68,7 @@ def test_a_paused_workers_degraded_writes_never_shadow_another_workers_successes
         a.send_signal(signal.SIGCONT)
         _, a_err = a.communicate(timeout=120)
         _, b_err = b.communicate(timeout=120)
-        assert a.returncode == 0, a_err
+        assert a.returncode == 0 or "expired before this process renewed it" in a_err, a_err
         assert b.returncode == 0, b_err
 
         latest = {(r.sample_index, r.epoch): r for r in durable(settings, run_key)}

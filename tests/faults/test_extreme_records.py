@@ -57,6 +57,9 @@ def _at_bounds(sample_index: int) -> SampleResult:
         run_key=RUN,
         epochs=1,
         dataset_size=SAMPLES,
+        # The built-in arith's id at that index: a resume reuses a record only where its
+        # sample is.
+        sample_id=f"arith-{sample_index:04d}",
         metrics={"reward": sign * MAX_METRIC},
         usage=USAGE_AT_BOUNDS,
         generation_time_ms=MAX_MILLIS,
