@@ -124,7 +124,7 @@ HTTP_CASES = [
     ("/runs/../../etc/passwd", 400),
     ("/runs/..%2F..%2Fetc/passwd/x", 404),
     ("/../../etc/passwd", 404),
-    ("/runs/%00/arith/m", 404),
+    ("/runs/%00/arith/m", 400),  # no run key holds a control character
     ("/runs/" + "a" * 8000 + "/arith/m", 400),  # a run key part is at most 256 characters
     ("/runs?limit=99999999999999999999", 400),
     ("/runs?limit=-1", 400),
