@@ -42,6 +42,7 @@ CONTRACT = [
     "SummaryUsage",
     # keys and partitions
     "InvalidRunKeyError",
+    "Location",
     "RecordId",
     "RunKey",
     "check_run_key_part",
