@@ -15,6 +15,7 @@ if __name__ != "resultlog.consumers":
 
 from typing import TYPE_CHECKING, Any
 
+from resultlog.consumers._scored import SCORER_PREFIX
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold, fold
 from resultlog.consumers.history import KeyHistory, read_key_histories
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from resultlog.consumers.aggregator import Aggregator
 
 __all__ = [
+    "SCORER_PREFIX",
     "Aggregator",
     "ConsumerError",
     "KeyHistory",

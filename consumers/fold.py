@@ -11,7 +11,8 @@ updates the totals in O(1): a summary is never re-folded.
 Rules (docs/design.md, rules 8, 12 and 13): the run's shape is the `epochs` and `dataset_size`
 of its newest record (greatest created_at, ties broken by key); records outside it are folded
 by no one and counted as `out_of_shape`. `spent_cost` is the one total over every latest
-record, in shape or not: money spent stays spent.
+record, in shape or not: money spent stays spent. A per-sample score (a metric named
+`scorer:...`) is reduced as Inspect reduces a scorer (`_scored`), not as a record metric.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import NamedTuple
 
 from resultlog.consumers._contribution import ONE, Contribution, Pool, Shape, Tokens
 from resultlog.consumers._contribution import scaled as _scaled
+from resultlog.consumers._scored import ScorerTotals, is_scorer_metric
 from resultlog.schemas import AsOf, FoldView, RunKey, RunSummary, SampleResult, SummaryUsage
 
 __all__ = ["Contribution", "RunFold", "Shape", "Tokens", "fold"]
@@ -60,6 +62,7 @@ class _Totals:
     generation_time_ms: int = 0
     metric_sums: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     metric_counts: Counter[str] = field(default_factory=Counter)
+    scorers: dict[str, ScorerTotals] = field(default_factory=dict)
     samples: dict[str, _Sample] = field(default_factory=dict)
     answered: int = 0
     skipped: int = 0
@@ -83,8 +86,11 @@ class _Totals:
         points = item.points
         if points is not None:
             self.not_skipped += sign
-            sums, counts = self.metric_sums, self.metric_counts
-            for name, value in item.metrics:
+        sums, counts = self.metric_sums, self.metric_counts
+        for name, value in item.metrics:
+            if is_scorer_metric(name):  # a per-sample score: counted even on an S record
+                self._scorer(name, item.sample_id, _scaled(value), sign)
+            elif points is not None:
                 sums[name] += sign * _scaled(value)
                 count = counts[name] + sign
                 if count:
@@ -92,6 +98,14 @@ class _Totals:
                 else:
                     del counts[name], sums[name]
         self._sample(item.sample_id, points, sign)
+
+    def _scorer(self, name: str, sample_id: str, points: int, sign: int) -> None:
+        totals = self.scorers.get(name)
+        if totals is None:
+            totals = self.scorers[name] = ScorerTotals()
+        totals.add(sample_id, points, sign)
+        if not totals.samples:
+            del self.scorers[name]
 
     def _sample(self, sample_id: str, points: int | None, sign: int) -> None:
         old = self.samples.get(sample_id, _NO_SAMPLE)
@@ -126,11 +140,13 @@ class _Totals:
         return numerator / (common * self.answered * _ONE)
 
     def metrics(self) -> dict[str, float]:
-        """Each metric's mean over the records not skipped (a missing metric counts as 0)."""
-        return {
-            name: self.metric_sums[name] / (self.not_skipped * _ONE)
-            for name in sorted(self.metric_counts)
+        """Each metric's mean over the records not skipped (a missing metric counts as 0);
+        each per-sample score's mean over the samples it scored."""
+        means = {
+            name: self.metric_sums[name] / (self.not_skipped * _ONE) for name in self.metric_counts
         }
+        means |= {name: totals.mean() for name, totals in self.scorers.items()}
+        return dict(sorted(means.items()))
 
 
 class RunFold:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from datetime import UTC, datetime
@@ -20,9 +21,11 @@ from inspect_ai.scorer import Score as InspectScore
 from inspect_ai.scorer import value_to_float
 from pydantic_core import to_jsonable_python
 
+from resultlog.consumers import SCORER_PREFIX
 from resultlog.producer.inspect._payload import Payload, encode
 from resultlog.producer.inspect._task import TaskRun
 from resultlog.schemas import (
+    MAX_METRIC,
     TRUSTED_JSON,
     Harness,
     RecordStatus,
@@ -34,6 +37,9 @@ from resultlog.schemas import (
 __all__ = ["to_record"]
 
 _TO_FLOAT = value_to_float()  # C->1, I->0, P->0.5, N->0, yes/no, numbers (a factory)
+log = logging.getLogger(__name__)
+
+_VERDICT = {True: ScoreValue.C, False: ScoreValue.I}
 _HTTP_STATUS = re.compile(r"Error code: (\d{3})\b")
 
 
@@ -107,41 +113,56 @@ def _truncated(payload: Payload) -> str | None:
 
 
 def _score(scores: dict[str, InspectScore]) -> dict[str, Any]:
-    """The first scorer gives the value and numeric score; the others become metrics."""
+    """The first scorer's C/I value and numeric score; every scorer's values as `scorer:` metrics.
+
+    The C/I accuracy holds only values Inspect maps into [0, 1]; any other first value
+    (unscored, a number outside [0, 1], a dict or a list) makes the record S. Every scorer's
+    scalar values are carried as per-sample scores, which the fold reduces as Inspect does.
+    """
     if not scores:
         return {"value": ScoreValue.S, "explanation": "no scorer scored this sample"}
     named = list(scores.items())
     first = named[0][1]
-    numeric = _TO_FLOAT(first.value)
-    metrics: dict[str, float] = {}
-    for scorer, score in named[1:]:
-        metrics.update(_metric_values(scorer, score.value))
-    if math.isnan(numeric):  # Score.unscored(): Inspect's metrics skip it
-        value, numeric_or_none = ScoreValue.S, None
-    else:
-        numeric = min(1.0, max(0.0, numeric))
-        value = ScoreValue.C if numeric >= 0.5 else ScoreValue.I
-        numeric_or_none = numeric
+    metrics = dict(pair for scorer, score in named for pair in _scorer_values(scorer, score.value))
+    numeric = _unit_value(first.value)
     return {
-        "value": value,
-        "numeric": numeric_or_none,
+        "value": ScoreValue.S if numeric is None else _VERDICT[numeric >= 0.5],
+        "numeric": numeric,
         "answer": first.answer,
         "explanation": first.explanation or "",
         "metrics": metrics,
     }
 
 
-def _metric_values(scorer: str, value: Any) -> list[tuple[str, float]]:
-    """A scorer's value as metrics: a scalar under its name, a dict's scalars as scorer.key."""
-    items = value.items() if isinstance(value, dict) else [(None, value)]
-    metrics = []
-    for key, item in items:
-        if item is None or isinstance(item, list | dict | tuple):
-            continue  # no scalar meaning: kept in the harness payload only
-        number = _TO_FLOAT(item)
-        if math.isfinite(number):
-            metrics.append((scorer if key is None else f"{scorer}.{key}", number))
-    return metrics
+def _unit_value(value: Any) -> float | None:
+    """A scalar value as Inspect's float when that lies in [0, 1]; else None (no C/I meaning)."""
+    if isinstance(value, list | dict | tuple):
+        return None
+    number = _TO_FLOAT(value)
+    return number if 0.0 <= number <= 1.0 else None  # False for NaN: unscored
+
+
+def _scorer_values(scorer: str, value: Any) -> list[tuple[str, float]]:
+    """A scorer's value as per-sample scores: a scalar as `scorer:NAME`, a dict's scalars as
+    `scorer:NAME/KEY` (Inspect's score named KEY); unscored (NaN) values are left out."""
+    name = f"{SCORER_PREFIX}{scorer}"
+    items = (
+        [(f"{name}/{key}", item) for key, item in value.items()]
+        if isinstance(value, dict)
+        else [(name, value)]
+    )
+    scored = []
+    for metric, item in items:
+        if isinstance(item, list | dict | tuple):
+            continue  # no metric of Inspect's reduces these: kept in the harness payload
+        number = _TO_FLOAT(item)  # as Inspect's reducers do, None and unknown strings are 0
+        if math.isnan(number):
+            continue  # unscored: Inspect's reductions leave it out
+        if not -MAX_METRIC <= number <= MAX_METRIC:
+            log.warning("resultlog: %s = %r is out of a metric's bounds; not carried", metric, item)
+            continue
+        scored.append((metric, number))
+    return scored
 
 
 def _usage(sample: EvalSample) -> dict[str, Any] | None:

@@ -82,8 +82,8 @@ class TaskRun:
         reducer = spec.config.epochs_reducer
         if reducer not in (None, ["mean"]):
             log.warning(
-                "resultlog: epochs reducer %s: resultlog's accuracy is the mean over epochs "
-                "and may differ from Inspect's",
+                "resultlog: epochs reducer %s: resultlog's accuracy and scorer: metrics take "
+                "the mean over epochs and may differ from Inspect's",
                 reducer,
             )
         try:

@@ -90,6 +90,21 @@ def test_metric_means_exclude_skipped_records_and_count_a_missing_metric_as_zero
     assert summary.metrics == {"abs_error": 2.0 / 3, "reward": 0.5}
 
 
+def test_a_scorer_metric_is_an_epoch_mean_per_sample_then_a_mean_over_scored_samples() -> None:
+    records = [
+        make_record(0, 0, "C", metrics={"scorer:m": 5.0, "scorer:d/x": 0.5}),
+        make_record(0, 1, "S", metrics={"scorer:m": 2.0}),  # an S record still carries it
+        make_record(0, 2, "C"),  # unscored in this epoch: left out, not 0
+        make_record(1, 0, "I", metrics={"scorer:m": 1.0}),
+        make_record(2, 0, "S", degraded=True),
+        make_record(3, 0, "C", metrics={"reward": 1.0}),  # never scored by `m`
+    ]
+    summary = fold(records)
+    # m: sample 0 -> (5 + 2) / 2, sample 1 -> 1; samples 2 and 3 unscored: (3.5 + 1) / 2.
+    assert summary.metrics == {"reward": 0.25, "scorer:d/x": 0.5, "scorer:m": 2.25}
+    assert fold([make_record(0, 0, "S")]).metrics == {}
+
+
 def test_expected_records_and_empty_run() -> None:
     assert fold([make_record(0, 0, epochs=2, dataset_size=7)]).expected_records == 14
     empty = RunFold(RUN_KEY).summary()
@@ -120,7 +135,9 @@ _records = st.builds(
     epoch=st.integers(0, 2),
     value=st.sampled_from(["C", "I", "S"]),
     metrics=st.dictionaries(
-        st.sampled_from(["reward", "abs_error"]), st.floats(-1e6, 1e6, allow_nan=False), max_size=2
+        st.sampled_from(["reward", "abs_error", "scorer:m"]),
+        st.floats(-1e6, 1e6, allow_nan=False),
+        max_size=3,
     ),
     tokens=st.integers(0, 10_000),
     cost=st.floats(0, 10, allow_nan=False),
@@ -260,7 +277,9 @@ def _reference(latest: list[SampleResult]) -> dict[str, object]:
             / len(not_skipped)
         )
         for name in names
+        if not name.startswith("scorer:")
     }
+    metrics |= _scorer_reference(inside)
     return {
         "records": len(inside),
         "out_of_shape": len(latest) - len(inside),
@@ -276,6 +295,21 @@ def _reference(latest: list[SampleResult]) -> dict[str, object]:
         "generation_time_ms": sum(r.generation_time_ms or 0 for r in inside),
         "spent_cost": math.fsum(r.spent for r in latest),
     }
+
+
+def _scorer_reference(inside: list[SampleResult]) -> dict[str, float]:
+    """`scorer:` metrics: per sample the mean of the epochs carrying it, then the mean."""
+    by_sample: dict[str, dict[str, list[Fraction]]] = {}
+    for record in inside:
+        for name, value in record.score.metrics.items():
+            if name.startswith("scorer:"):
+                by_name = by_sample.setdefault(name, {})
+                by_name.setdefault(record.sample_id, []).append(Fraction(value))
+    means = {}
+    for name, samples in by_sample.items():
+        values = [sum(epochs, Fraction(0)) / len(epochs) for epochs in samples.values()]
+        means[name] = float(sum(values, Fraction(0)) / len(values))
+    return dict(sorted(means.items()))
 
 
 def _observed(summary: RunSummary) -> dict[str, object]:
@@ -303,6 +337,9 @@ _extreme_metric = st.sampled_from([MAX_METRIC, -MAX_METRIC, 5e-324, -5e-324, 0.1
 )
 
 
+_EXTREME_NAMES = ["reward", "m", "scorer:m", "scorer:n"]
+
+
 @st.composite
 def _extreme_records(draw: st.DrawFn) -> SampleResult:
     value = draw(st.sampled_from(["C", "I", "S"]))
@@ -321,9 +358,7 @@ def _extreme_records(draw: st.DrawFn) -> SampleResult:
         numeric=None
         if value == "S"
         else draw(st.none() | st.sampled_from([0.0, 5e-324, 0.5, 1.0])),
-        metrics=draw(
-            st.dictionaries(st.sampled_from(["reward", "m"]), _extreme_metric, max_size=2)
-        ),
+        metrics=draw(st.dictionaries(st.sampled_from(_EXTREME_NAMES), _extreme_metric, max_size=3)),
         usage=None if degraded else usage,
         spent_cost=draw(st.none() | st.sampled_from([MAX_COST_USD])) if not degraded else None,
         generation_time_ms=draw(st.sampled_from([0, MAX_MILLIS])),

@@ -41,7 +41,7 @@ def test_a_finished_sample_is_a_completed_record_keyed_by_task_model_id_and_epoc
     assert (made.sample_id, made.sample_index, made.epoch) == ("b", 1, 1)
     assert (made.epochs, made.dataset_size, made.status) == (2, 2, RecordStatus.COMPLETED)
     assert (made.score.value, made.score.numeric) == (ScoreValue.I, 0.0)  # "7" is not "8"
-    assert made.score.metrics == {"includes": 0.0}
+    assert made.score.metrics == {"scorer:match": 0.0, "scorer:includes": 0.0}
     assert (made.input, made.target) == ("hi", "8")
     assert [m.role for m in made.messages] == ["user", "assistant"]
     assert made.usage is not None and made.usage.total_tokens == 5
@@ -133,7 +133,15 @@ def test_an_errored_sample_is_degraded_s_with_the_http_status_and_no_usage(
 
 @pytest.mark.parametrize(
     ("value", "expected", "numeric"),
-    [("C", "C", 1.0), ("I", "I", 0.0), ("P", "C", 0.5), (0.25, "I", 0.25), (math.nan, "S", None)],
+    [
+        ("C", "C", 1.0),
+        ("I", "I", 0.0),
+        ("P", "C", 0.5),
+        (0.25, "I", 0.25),
+        (math.nan, "S", None),
+        (5.0, "S", None),  # no C/I meaning: carried as a per-sample score only
+        ({"exact": 1}, "S", None),
+    ],
 )
 def test_the_first_scorer_gives_the_value_and_numeric_score(
     mock_log: EvalLog, value: str | float, expected: str, numeric: float | None
@@ -143,17 +151,26 @@ def test_the_first_scorer_gives_the_value_and_numeric_score(
     assert (made.score.value, made.score.numeric) == (ScoreValue(expected), numeric)
 
 
-def test_other_scorers_are_metrics_dicts_flattened_lists_and_nulls_left_out(
+def test_every_scorer_is_a_per_sample_score_dicts_by_key_unscored_and_lists_left_out(
     mock_log: EvalLog,
 ) -> None:
     scores = {
-        "first": Score(value="C"),
+        "first": Score(value=7.5),
         "reward": Score(value=0.75),
-        "parts": Score(value={"x": 1, "y": "C", "z": None}),
+        "parts": Score(value={"x": 1, "y": "C", "z": None, "w": math.nan}),
+        "unscored": Score.unscored(),
         "listed": Score(value=[1, 2]),
+        "huge": Score(value=1e300),
     }
     made = record(mock_log, sample_of(mock_log, "7", 1).model_copy(update={"scores": scores}))
-    assert made.score.metrics == {"reward": 0.75, "parts.x": 1.0, "parts.y": 1.0}
+    assert made.score.metrics == {
+        "scorer:first": 7.5,
+        "scorer:reward": 0.75,
+        "scorer:parts/x": 1.0,
+        "scorer:parts/y": 1.0,
+        "scorer:parts/z": 0.0,  # Inspect's reducers count None as 0 too
+    }
+    assert (made.score.value, made.score.numeric) == (ScoreValue.S, None)
 
 
 def test_usage_and_cost_are_summed_over_the_sample_models(mock_log: EvalLog) -> None:
