@@ -27,7 +27,10 @@ from tests.producer.inspect_plugin.support import (
     fresh_settings,
     inspect_env,
 )
+from tests.support.aggregator import served, serving_aggregator
 from tests.support.cli import child_env
+from tests.support.summaries import bare
+from tests.support.waiting import wait_for
 
 TASKS = """
 from inspect_ai import Task, task
@@ -204,3 +207,15 @@ def test_a_later_scorer_counts_when_an_unscored_grader_comes_first(scored: Eval)
     assert grader.scored_samples == 0  # the offline model never answers GRADE: C
     assert summary.metrics["scorer:match"] == matched.metrics["accuracy"].value
     assert "scorer:model_graded_qa" not in summary.metrics
+
+
+def test_the_aggregator_serves_the_same_summaries_to_the_bit(scored: Eval) -> None:
+    keys = [RunKey("scores", name, MODEL) for name in NAMES]
+    replayed = {key: bare(_summary(scored.settings, key.benchmark_id)) for key in keys}
+    with serving_aggregator(scored.settings) as (_, url):
+        for key in keys:
+
+            def caught_up(key: RunKey = key) -> bool:
+                return served(url, key) == replayed[key]
+
+            wait_for(caught_up, f"the aggregator's summary of {key.benchmark_id}")
