@@ -122,9 +122,13 @@ def _score(scores: dict[str, InspectScore]) -> dict[str, Any]:
     if not scores:
         return {"value": ScoreValue.S, "explanation": "no scorer scored this sample"}
     named = list(scores.items())
-    first = named[0][1]
+    first_name, first = named[0]
     metrics = dict(pair for scorer, score in named for pair in _scorer_values(scorer, score.value))
-    numeric = _unit_value(first.value)
+    # A scalar first value as a float, None if unscored or a dict or list: the C/I accuracy
+    # holds only a value in [0, 1].
+    numeric = metrics.get(SCORER_PREFIX + first_name)
+    if numeric is not None and not 0.0 <= numeric <= 1.0:
+        numeric = None
     return {
         "value": ScoreValue.S if numeric is None else _VERDICT[numeric >= 0.5],
         "numeric": numeric,
@@ -132,14 +136,6 @@ def _score(scores: dict[str, InspectScore]) -> dict[str, Any]:
         "explanation": first.explanation or "",
         "metrics": metrics,
     }
-
-
-def _unit_value(value: Any) -> float | None:
-    """A scalar value as Inspect's float when that lies in [0, 1]; else None (no C/I meaning)."""
-    if isinstance(value, list | dict | tuple):
-        return None
-    number = _TO_FLOAT(value)
-    return number if 0.0 <= number <= 1.0 else None  # False for NaN: unscored
 
 
 def _scorer_values(scorer: str, value: Any) -> list[tuple[str, float]]:
