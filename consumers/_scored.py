@@ -3,22 +3,26 @@
 A record carries such a metric only for an epoch its scorer scored (absent means unscored).
 A sample's value is the mean of the epochs that carry it; the metric is the mean of those
 values over the samples that have one: Inspect's `mean` epoch reducer, then its `accuracy`
-or `mean` metric, which leave unscored samples out. Exact, as the rest of the fold: each
-sample keeps its count and scaled sum; samples are totalled by count, so the mean is rounded
-once and adding or removing one record's value is O(1).
+or `mean` metric, which leave unscored samples out; `NAME:stderr` is Inspect's `stderr` of
+those values (sample standard deviation over the square root of their count). Exact, as the
+rest of the fold: each sample keeps its count and scaled sum; samples are totalled by count
+(sums and sums of squares), so each number is computed exactly and rounded once, and adding
+or removing one record's value is O(1).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from math import lcm
+from fractions import Fraction
 from typing import Final
 
 from resultlog.consumers._contribution import ONE
 
-__all__ = ["SCORER_PREFIX", "ScorerTotals", "is_scorer_metric"]
+__all__ = ["SCORER_PREFIX", "STDERR_SUFFIX", "ScorerTotals", "is_scorer_metric"]
 
 SCORER_PREFIX: Final = "scorer:"
+STDERR_SUFFIX: Final = ":stderr"
 
 
 def is_scorer_metric(name: str) -> bool:
@@ -29,11 +33,12 @@ def is_scorer_metric(name: str) -> bool:
 class ScorerTotals:
     """One per-sample score's exact totals over a run's samples."""
 
-    __slots__ = ("_by_sample", "_points_by_count", "samples")
+    __slots__ = ("_by_sample", "_points_by_count", "_squares_by_count", "samples")
 
     def __init__(self) -> None:
         self._by_sample: dict[str, tuple[int, int]] = {}  # sample id -> (epochs, scaled sum)
         self._points_by_count: defaultdict[int, int] = defaultdict(int)
+        self._squares_by_count: defaultdict[int, int] = defaultdict(int)  # scaled sums squared
         self.samples = 0
 
     def add(self, sample_id: str, points: int, sign: int) -> None:
@@ -50,18 +55,41 @@ class ScorerTotals:
 
     def _count(self, count: int, total: int, sign: int) -> None:
         self.samples += sign
-        by_count = self._points_by_count
-        left = by_count[count] + sign * total
-        if left:
-            by_count[count] = left
-        else:
-            del by_count[count]
+        _move(self._points_by_count, count, sign * total)
+        _move(self._squares_by_count, count, sign * total * total)
+
+    def _sum(self) -> Fraction:
+        """The exact sum over samples of each sample's epoch mean."""
+        return sum(
+            (Fraction(points, count * ONE) for count, points in self._points_by_count.items()),
+            Fraction(0),
+        )
 
     def mean(self) -> float:
         """The mean over samples of each sample's epoch mean, rounded once (0.0 without any)."""
-        if not self.samples:
+        return float(self._sum() / self.samples) if self.samples else 0.0
+
+    def stderr(self) -> float:
+        """Inspect's `stderr` of the samples' values: 0.0 under two samples, as Inspect's."""
+        n = self.samples
+        if n < 2:
             return 0.0
-        by_count = self._points_by_count
-        common = lcm(*by_count) if by_count else 1
-        numerator = sum(points * (common // count) for count, points in by_count.items())
-        return numerator / (common * self.samples * ONE)
+        squares = sum(
+            (
+                Fraction(square, count * count * ONE * ONE)
+                for count, square in self._squares_by_count.items()
+            ),
+            Fraction(0),
+        )
+        total = self._sum()
+        variance = (squares - total * total / n) / (n - 1)
+        return math.sqrt(variance / n)
+
+
+def _move(by_count: defaultdict[int, int], count: int, change: int) -> None:
+    """Add `change` to one count's total, dropping it at zero (it adds nothing then)."""
+    left = by_count[count] + change
+    if left:
+        by_count[count] = left
+    else:
+        del by_count[count]

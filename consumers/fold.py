@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from resultlog.consumers._contribution import ONE, Contribution, Pool, Shape, Tokens
 from resultlog.consumers._contribution import scaled as _scaled
-from resultlog.consumers._scored import ScorerTotals, is_scorer_metric
+from resultlog.consumers._scored import STDERR_SUFFIX, ScorerTotals, is_scorer_metric
 from resultlog.schemas import AsOf, FoldView, RunKey, RunSummary, SampleResult, SummaryUsage
 
 __all__ = ["Contribution", "RunFold", "Shape", "Tokens", "fold"]
@@ -141,11 +141,12 @@ class _Totals:
 
     def metrics(self) -> dict[str, float]:
         """Each metric's mean over the records not skipped (a missing metric counts as 0);
-        each per-sample score's mean over the samples it scored."""
+        each per-sample score's mean and stderr over the samples it scored."""
         means = {
             name: self.metric_sums[name] / (self.not_skipped * _ONE) for name in self.metric_counts
         }
-        means |= {name: totals.mean() for name, totals in self.scorers.items()}
+        for name, totals in self.scorers.items():
+            means[name], means[name + STDERR_SUFFIX] = totals.mean(), totals.stderr()
         return dict(sorted(means.items()))
 
 

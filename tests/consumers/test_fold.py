@@ -100,8 +100,15 @@ def test_a_scorer_metric_is_an_epoch_mean_per_sample_then_a_mean_over_scored_sam
         make_record(3, 0, "C", metrics={"reward": 1.0}),  # never scored by `m`
     ]
     summary = fold(records)
-    # m: sample 0 -> (5 + 2) / 2, sample 1 -> 1; samples 2 and 3 unscored: (3.5 + 1) / 2.
-    assert summary.metrics == {"reward": 0.25, "scorer:d/x": 0.5, "scorer:m": 2.25}
+    # m: sample 0 -> (5 + 2) / 2, sample 1 -> 1; samples 2 and 3 unscored: (3.5 + 1) / 2;
+    # stderr: sqrt(((3.5 - 2.25)^2 + (1 - 2.25)^2) / (2 - 1) / 2) = 1.25 (0.0 under 2 samples).
+    assert summary.metrics == {
+        "reward": 0.25,
+        "scorer:d/x": 0.5,
+        "scorer:d/x:stderr": 0.0,
+        "scorer:m": 2.25,
+        "scorer:m:stderr": 1.25,
+    }
     assert fold([make_record(0, 0, "S")]).metrics == {}
 
 
@@ -298,7 +305,8 @@ def _reference(latest: list[SampleResult]) -> dict[str, object]:
 
 
 def _scorer_reference(inside: list[SampleResult]) -> dict[str, float]:
-    """`scorer:` metrics: per sample the mean of the epochs carrying it, then the mean."""
+    """`scorer:` metrics: per sample the mean of the epochs carrying it, then the mean and
+    the stderr (sample standard deviation over the square root of the count)."""
     by_sample: dict[str, dict[str, list[Fraction]]] = {}
     for record in inside:
         for name, value in record.score.metrics.items():
@@ -308,7 +316,11 @@ def _scorer_reference(inside: list[SampleResult]) -> dict[str, float]:
     means = {}
     for name, samples in by_sample.items():
         values = [sum(epochs, Fraction(0)) / len(epochs) for epochs in samples.values()]
-        means[name] = float(sum(values, Fraction(0)) / len(values))
+        n = len(values)
+        mean = sum(values, Fraction(0)) / n
+        means[name] = float(mean)
+        variance = sum(((v - mean) ** 2 for v in values), Fraction(0)) / (n - 1) if n > 1 else 0
+        means[f"{name}:stderr"] = math.sqrt(variance / n)
     return dict(sorted(means.items()))
 
 

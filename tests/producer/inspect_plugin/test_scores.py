@@ -3,7 +3,8 @@
 One eval of four tasks against the offline model server, each a scorer shape the C/I
 accuracy cannot hold: a numeric score outside [0, 1], a dict score, a second scorer unscored
 on half the samples, and `model_graded_qa` first and unscored everywhere. For every scorer
-of each task's Inspect log, the summary replayed from the topic equals Inspect's value.
+of each task's Inspect log, the summary replayed from the topic equals Inspect's mean (or
+accuracy) and stderr.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ TASKS = """
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import (
-    Score, Target, mean, match, model_graded_qa, scorer, accuracy
+    Score, Target, accuracy, match, mean, model_graded_qa, scorer, stderr
 )
 from inspect_ai.solver import TaskState, generate
 
@@ -54,14 +55,14 @@ def right(state: TaskState, target: Target) -> bool:
     return state.output.completion.rstrip(". ").endswith(target.text)
 
 
-@scorer(metrics=[mean()])
+@scorer(metrics=[mean(), stderr()])
 def points():
     async def score(state: TaskState, target: Target) -> Score:
         return Score(value=5.0 if right(state, target) else 2.0)
     return score
 
 
-@scorer(metrics={"exact": [mean()], "partial": [mean()]})
+@scorer(metrics={"exact": [mean(), stderr()], "partial": [mean(), stderr()]})
 def parts():
     async def score(state: TaskState, target: Target) -> Score:
         good = right(state, target)
@@ -143,8 +144,11 @@ def _summary(settings: Settings, name: str) -> RunSummary:
         return replay_run(kafka, key).summaries[key]
 
 
+_SUFFIXES = {"accuracy": "", "mean": "", "stderr": ":stderr"}
+
+
 def _inspects(log: EvalLog) -> dict[str, float]:
-    """Each scorer's (or dict key's) value in Inspect's log, named as the summary names it.
+    """Every metric of every scorer (or dict key) in Inspect's log, named as the summary does.
 
     Inspect's `accuracy` and `mean` are one reduction (the epoch mean per sample, then the
     mean over scored samples); a scorer that scored no sample has no value.
@@ -153,9 +157,10 @@ def _inspects(log: EvalLog) -> dict[str, float]:
     values = {}
     for score in log.results.scores:
         name = score.scorer if score.name == score.scorer else f"{score.scorer}/{score.name}"
-        [value] = [m.value for m in score.metrics.values() if m.name in ("accuracy", "mean")]
+        assert {m.name for m in score.metrics.values()} <= _SUFFIXES.keys()  # all checked
         if score.scored_samples:
-            values[SCORER_PREFIX + name] = value
+            for metric in score.metrics.values():
+                values[SCORER_PREFIX + name + _SUFFIXES[metric.name]] = metric.value
     return values
 
 
@@ -168,18 +173,20 @@ def test_every_scorer_of_the_summary_equals_inspects(scored: Eval, name: str) ->
     log = scored.logs[name]
     assert log.status == "success"
     carried, inspects = _carried(_summary(scored.settings, name)), _inspects(log)
-    assert carried.keys() == inspects.keys()
-    for scorer, value in inspects.items():
-        # The fold rounds the exact mean once; Inspect adds floats (0.3 + 0.1 ...), which
+    assert inspects.keys() <= carried.keys()  # the summary has a stderr of every scorer
+    assert {k for k in carried if not k.endswith(":stderr")} <= inspects.keys()
+    for metric, value in inspects.items():
+        # The fold computes exactly and rounds once; Inspect adds floats (0.3 + 0.1 ...), which
         # can move the last bit or two. Sums exact in floating point agree to the bit (below).
-        assert carried[scorer] == pytest.approx(value, rel=1e-14, abs=0), scorer
+        assert carried[metric] == pytest.approx(value, rel=1e-12, abs=1e-15), metric
 
 
 def test_a_numeric_score_outside_0_1_is_its_mean_not_a_clamped_accuracy(scored: Eval) -> None:
-    summary = _summary(scored.settings, "numeric")
-    mean = _inspects(scored.logs["numeric"])["scorer:points"]
-    assert 2.0 < mean < 5.0  # most answers right, some wrong
+    summary, inspects = _summary(scored.settings, "numeric"), _inspects(scored.logs["numeric"])
+    mean, spread = inspects["scorer:points"], inspects["scorer:points:stderr"]
+    assert 2.0 < mean < 5.0 and spread > 0  # most answers right, some wrong
     assert summary.metrics["scorer:points"] == mean
+    assert summary.metrics["scorer:points:stderr"] == pytest.approx(spread, rel=1e-12)
     assert (summary.total_questions, summary.skipped_questions) == (0, 8)  # no C/I meaning
 
 
