@@ -19,15 +19,11 @@ from typing import Final
 
 from resultlog.consumers._contribution import ONE
 
-__all__ = ["SCORER_PREFIX", "STDERR_SUFFIX", "ScorerTotals", "is_scorer_metric"]
+__all__ = ["SCORER_PREFIX", "STDERR_SUFFIX", "ScorerTotals"]
 
 SCORER_PREFIX: Final = "scorer:"
+"""A metric named so is a per-sample score (absent means unscored), not a record metric."""
 STDERR_SUFFIX: Final = ":stderr"
-
-
-def is_scorer_metric(name: str) -> bool:
-    """Whether a metric is a per-sample score (absent means unscored), not a record metric."""
-    return name.startswith(SCORER_PREFIX)
 
 
 class ScorerTotals:

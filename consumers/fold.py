@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from resultlog.consumers._contribution import ONE, Contribution, Pool, Shape, Tokens
 from resultlog.consumers._contribution import scaled as _scaled
-from resultlog.consumers._scored import STDERR_SUFFIX, ScorerTotals, is_scorer_metric
+from resultlog.consumers._scored import SCORER_PREFIX, STDERR_SUFFIX, ScorerTotals
 from resultlog.schemas import AsOf, FoldView, RunKey, RunSummary, SampleResult, SummaryUsage
 
 __all__ = ["Contribution", "RunFold", "Shape", "Tokens", "fold"]
@@ -88,7 +88,7 @@ class _Totals:
             self.not_skipped += sign
         sums, counts = self.metric_sums, self.metric_counts
         for name, value in item.metrics:
-            if is_scorer_metric(name):  # a per-sample score: counted even on an S record
+            if name.startswith(SCORER_PREFIX):  # a per-sample score: counted on S records too
                 self._scorer(name, item.sample_id, _scaled(value), sign)
             elif points is not None:
                 sums[name] += sign * _scaled(value)
