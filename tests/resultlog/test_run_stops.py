@@ -28,7 +28,8 @@ def test_a_stopped_run_persists_its_finished_degraded_outcomes(
     options = ("--latency-ms", "100", "--error-rate", str(ERROR_RATE))
     with model_server(tmp_path / "server", cli_env, *options) as (url, log):
         args = ["run", "arith", "--model", MODEL, "--run-id", run_key.run_id, "--json"]
-        worker = start([*args, "--limit", "200", "--concurrency", "4", "--base-url", url], cli_env)
+        # Far more pairs than the test waits for, so a slow machine still signals a live run.
+        worker = start([*args, "--limit", "1000", "--concurrency", "4", "--base-url", url], cli_env)
 
         def given_up() -> set[tuple[str, int]]:
             """The degraded pairs whose every attempt was asked."""

@@ -28,9 +28,10 @@ UNREACHABLE = {
         "Failed to resolve 'no-such-host.invalid:9092'",
     ),
 }
-# Six interpreters starting at once on a busy 2-core machine: the bound is loose here, and
-# tight below for the check itself (about 3 s of the ~5 s one command takes on its own).
-WALL_LIMIT_S = 25.0
+# Six interpreters starting at once on a busy 2-core machine (about 5 s each alone, 30 s
+# seen at load 9): this bound only tells "gave up" from "hangs"; the check's own budget
+# is asserted tightly below.
+WALL_LIMIT_S = 50.0
 
 
 @pytest.mark.parametrize("case", sorted(UNREACHABLE))
