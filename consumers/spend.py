@@ -24,7 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Messag
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from resultlog.consumers.errors import ConsumerError
-from resultlog.kafka import KafkaClientError, KafkaConnection, produce_acked
+from resultlog.kafka import KafkaClientError, KafkaConnection, produce, produce_acked
 from resultlog.schemas import RunKey, encode_key, partition_for, run_key_prefix
 
 __all__ = ["LedgerEntry", "SpendLedger", "SpendLedgerError", "open_ledger"]
@@ -70,15 +70,15 @@ class SpendLedger:
         self._topic = kafka.settings.spend_topic
         self._prefix = run_key_prefix(run_key)
         self._producer = kafka.durable_producer()
-        self._consumer = kafka.reader()
-        self._position = 0  # the next offset to read
-        self._reading = threading.Lock()  # reads run in threads; close waits for them
-        self._closed = False
         try:
             count = kafka.partition_count(self._topic, self._producer, timeout_s=_TIMEOUT_S)
         except KafkaClientError as exc:
             raise SpendLedgerError(f"cannot keep the budget of {run_key}: {exc}") from exc
         self._partition = partition_for(run_key, count)
+        self._consumer = kafka.reader()
+        self._position = 0  # the next offset to read
+        self._reading = threading.Lock()  # reads run in threads; close waits for them
+        self._closed = False
 
     def catch_up(self) -> None:
         """Read the run key's entries from the partition's start to its current end."""
@@ -141,6 +141,35 @@ class SpendLedger:
         """Append the pair's spend after its outcome (or before it: a withdrawn reservation)."""
         return self._write(pair, LedgerEntry(state="settled", spent=spent, holder=self.holder))
 
+    def forget(self) -> int:
+        """Tombstone every pair of the run key the ledger holds (a purge); how many."""
+        failed: list[str] = []
+
+        def delivered(error: KafkaError | None, _message: Message) -> None:
+            if error is not None:
+                failed.append(error.str())
+
+        pairs = list(self.pairs)
+        try:
+            for pair in pairs:
+                key = encode_key(self.run_key, *pair)
+                produce(
+                    self._producer,
+                    self._topic,
+                    key,
+                    None,
+                    partition=self._partition,
+                    on_delivery=delivered,
+                )
+        except KafkaClientError as exc:
+            failed.append(str(exc))
+        if self._producer.flush(self._kafka.settings.delivery_timeout_ms / 1000) > 0:
+            failed.append("not acknowledged in time")
+        if failed:
+            raise SpendLedgerError(f"cannot delete the spend of {self.run_key}: {failed[0]}")
+        self.pairs.clear()
+        return len(pairs)
+
     def close(self) -> None:
         """Close the ledger's clients (every entry was acknowledged when written)."""
         with self._reading, contextlib.suppress(RuntimeError):
@@ -151,11 +180,13 @@ class SpendLedger:
         offset = message.offset() or 0
         self._position = max(self._position, offset + 1)
         key, value = message.key(), message.value()
-        if key is None or value is None or not key.startswith(self._prefix):
+        if key is None or not key.startswith(self._prefix):
             return 0
         pair = _pair(key[len(self._prefix) :])
         if pair is None:
             return 0
+        if value is None:  # a purge deleted the pair's spend
+            return int(self.pairs.pop(pair, None) is not None)
         with contextlib.suppress(ValidationError):  # not an entry of ours: counts for nothing
             self.pairs[pair] = Seen(offset, LedgerEntry.model_validate_json(value))
             return 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from resultlog.consumers import fold
-from resultlog.consumers.spend import LedgerEntry
+from resultlog.consumers import fold, purge_run, read_run_records
+from resultlog.consumers.spend import LedgerEntry, open_ledger
 from resultlog.consumers.work import WorkProgress
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import ModelServer
@@ -71,6 +71,30 @@ def test_a_worker_keeps_the_chunks_to_one_budget(
     again = serve_until(kafka, settled=4)
     assert (again.chunks_run, again.budget_stopped, again.pairs_evaluated) == (2, 2, 0)
     assert len(model_server.requests) == asked
+
+
+def test_a_purged_run_key_starts_its_budget_from_nothing(
+    settings: Settings, model_server: ModelServer, unique_name: str
+) -> None:
+    kafka = KafkaConnection(_settings(settings, unique_name))
+    run_key = RunKey("purged", "arith", MODEL)
+    spec = RunSpec("arith", MODEL, "purged", 2, limit=20, base_url=model_server.base_url)
+    tasks = plan_chunks(dataclasses.replace(spec, budget_usd=BUDGET / 4))
+    assert submit_chunks(kafka, tasks) == 2
+    assert serve_until(kafka, settled=2).budget_stopped == 2
+    spent = fold(stored_records(kafka.settings, run_key)).spent_cost
+    assert 0 < spent <= BUDGET / 4
+
+    purge_run(kafka, run_key)
+    with open_ledger(kafka, run_key, "test") as ledger:
+        assert ledger.pairs == {}
+    asked = len(model_server.requests)
+    assert submit_chunks(kafka, tasks) == 2  # the same budget, spent again from nothing
+    assert serve_until(kafka, settled=4).budget_stopped == 2
+    records = read_run_records(kafka, run_key).records
+    most = max(r.spent for r in records)
+    assert BUDGET / 4 - most < fold(records).spent_cost <= BUDGET / 4
+    assert len(model_server.requests) - asked == len(records)
 
 
 def test_a_worker_refuses_a_task_of_another_configuration(
