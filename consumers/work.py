@@ -1,10 +1,11 @@
 """Progress of a distributed run: its chunk tasks on the work topic and which of them are done.
 
-A chunk is `done` when the worker group has committed past its task (a worker commits only
-after the chunk has run) and every pair of its range is recorded; `stopped` when the group
-committed past it with pairs missing (dead-lettered, or stopped by the budget: submitting
-again finishes it); `running` when it is not committed but some of its pairs are durable (a
-worker started it), and `waiting` otherwise.
+A chunk is `failed` when its task was dead-lettered (it failed the same way too often), what
+its records say notwithstanding; `done` when the worker group has committed past its task (a
+worker commits only after the chunk has run) and every pair of its range is recorded;
+`stopped` when the group committed past it with pairs missing (stopped by the budget:
+submitting again finishes it); `running` when it is not committed but some of its pairs are
+durable (a worker started it), and `waiting` otherwise.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Literal, NamedTuple
 from confluent_kafka import KafkaException
 
 from resultlog.consumers._scan import scan
+from resultlog.consumers.dlq import dead_letter_source
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection
 from resultlog.schemas import (
@@ -29,12 +31,19 @@ from resultlog.schemas import (
     run_key_prefix,
 )
 
-__all__ = ["ChunkProgress", "ChunkState", "LocatedTask", "WorkProgress", "read_run_tasks"]
+__all__ = [
+    "ChunkProgress",
+    "ChunkState",
+    "LocatedTask",
+    "WorkProgress",
+    "dead_lettered",
+    "read_run_tasks",
+]
 
 log = logging.getLogger(__name__)
 
-ChunkState = Literal["done", "stopped", "running", "waiting"]
-_STATES: tuple[ChunkState, ...] = ("done", "stopped", "running", "waiting")
+ChunkState = Literal["done", "failed", "stopped", "running", "waiting"]
+_STATES: tuple[ChunkState, ...] = ("done", "failed", "stopped", "running", "waiting")
 
 
 class LocatedTask(NamedTuple):
@@ -101,8 +110,14 @@ class WorkProgress:
             committed = kafka.committed_offsets(group, kafka.work_topic, partitions)
         except KafkaClientError as exc:
             raise ConsumerError(str(exc)) from exc
+        dead = dead_lettered(kafka, run_key)
         chunks = tuple(
-            _progress(item, committed.get(item.partition, 0) > item.offset, records)
+            _progress(
+                item,
+                committed.get(item.partition, 0) > item.offset,
+                (item.partition, item.offset) in dead,
+                records,
+            )
             for item in newest
         )
         return cls(group, chunks, undecodable)
@@ -142,6 +157,33 @@ def read_run_tasks(
     return found, undecodable
 
 
+def dead_lettered(
+    kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0
+) -> set[tuple[int, int]]:
+    """Where the run's dead-lettered tasks were on the work topic: (partition, offset)."""
+    topic, prefix = kafka.work_dlq_topic, run_key_prefix(run_key)
+    consumer = kafka.reader()
+    found: set[tuple[int, int]] = set()
+    try:
+        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
+        _, letters = scan(consumer, topic, range(count), timeout_s)
+        for letter in letters:
+            key = letter.key()
+            if key is None or not key.startswith(prefix):
+                continue
+            headers = letter.headers()
+            source = dead_letter_source(headers) if isinstance(headers, list) else None
+            if source is not None and source[0] == kafka.work_topic:
+                found.add(source[1:])
+    except KafkaClientError:  # no dead-letter topic: nothing was dead-lettered
+        return found
+    except KafkaException as exc:
+        raise ConsumerError(f"cannot read {topic} for {run_key}: {exc.args[0]}") from exc
+    finally:
+        consumer.close()
+    return found
+
+
 def _newest_per_chunk(located: list[LocatedTask]) -> list[LocatedTask]:
     """The newest submission of each chunk index (a re-submission replaces the plan)."""
     newest: dict[int, LocatedTask] = {}
@@ -156,7 +198,7 @@ def _newest_per_chunk(located: list[LocatedTask]) -> list[LocatedTask]:
 
 
 def _progress(
-    item: LocatedTask, done: bool, records: Sequence[SampleResult | FoldView]
+    item: LocatedTask, done: bool, dead: bool, records: Sequence[SampleResult | FoldView]
 ) -> ChunkProgress:
     task = item.task
     durable = sum(
@@ -165,7 +207,9 @@ def _progress(
     )
     expected = (task.end - task.start) * task.epochs
     state: ChunkState
-    if done:
+    if dead:
+        state = "failed"
+    elif done:
         state = "done" if durable >= expected else "stopped"
     else:
         state = "running" if durable else "waiting"

@@ -10,7 +10,7 @@ from resultlog.consumers import fold, purge_run, read_run_records
 from resultlog.consumers.spend import LedgerEntry, open_ledger
 from resultlog.consumers.work import WorkProgress
 from resultlog.kafka import KafkaConnection
-from resultlog.producer.offline import ModelServer
+from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.producer.worker import CHUNK_FAILED, RunSpec, plan_chunks, submit_chunks
 from resultlog.schemas import RunKey, encode_key
 from resultlog.settings import Settings
@@ -95,6 +95,25 @@ def test_a_purged_run_key_starts_its_budget_from_nothing(
     most = max(r.spent for r in records)
     assert BUDGET / 4 - most < fold(records).spent_cost <= BUDGET / 4
     assert len(model_server.requests) - asked == len(records)
+
+
+def test_a_dead_lettered_chunk_is_failed_in_status_whatever_its_records(
+    settings: Settings, model_server: ModelServer, unique_name: str
+) -> None:
+    kafka = KafkaConnection(_settings(settings, unique_name))
+    spec = RunSpec("arith", MODEL, "dead", chunks=2, limit=4, base_url=model_server.base_url)
+    for index in (0, 1):  # the first chunk: every pair answered 500, the chunk fails
+        model_server.override(f"arith-{index:04d}", 0, Behavior(status=500))
+    assert submit_chunks(kafka, plan_chunks(spec)) == 2
+    report = serve_until(kafka, settled=2)
+    assert (report.chunks_run, report.dead_lettered) == (1, 1)
+    run_key = RunKey("dead", "arith", MODEL)
+    records = stored_records(kafka.settings, run_key)
+    assert len(records) == 4  # its degraded outcomes are durable: a record for every pair
+    progress = WorkProgress.read(kafka, run_key, records, kafka.settings.work_group)
+    assert progress is not None
+    assert [chunk.state for chunk in progress.chunks] == ["failed", "done"]
+    assert progress.as_json()["failed"] == 1
 
 
 def test_a_worker_refuses_a_task_of_another_configuration(
