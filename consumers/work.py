@@ -10,12 +10,13 @@ durable (a worker started it), and `waiting` otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Message
 
 from resultlog.consumers._scan import scan
 from resultlog.consumers.dlq import dead_letter_source
@@ -128,17 +129,10 @@ def read_run_tasks(
 ) -> tuple[list[LocatedTask], int]:
     """Every task of the run key on the work topic, and how many of its values are undecodable."""
     topic = kafka.work_topic
-    consumer = kafka.reader()
-    prefix = run_key_prefix(run_key)
     found: list[LocatedTask] = []
     undecodable = 0
-    try:
-        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
-        _, messages = scan(consumer, topic, range(count), timeout_s)
+    with _run_messages(kafka, topic, run_key, timeout_s) as messages:
         for message in messages:
-            key = message.key()
-            if key is None or not key.startswith(prefix):
-                continue
             partition, offset = message.partition() or 0, message.offset() or 0
             try:
                 task = kafka.codec.decode_chunk_task(
@@ -150,10 +144,6 @@ def read_run_tasks(
                 continue
             if task.run_key == run_key:
                 found.append(LocatedTask(partition, offset, task))
-    except KafkaException as exc:
-        raise ConsumerError(f"cannot read {topic} for {run_key}: {exc.args[0]}") from exc
-    finally:
-        consumer.close()
     return found, undecodable
 
 
@@ -161,27 +151,34 @@ def dead_lettered(
     kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0
 ) -> set[tuple[int, int]]:
     """Where the run's dead-lettered tasks were on the work topic: (partition, offset)."""
-    topic, prefix = kafka.work_dlq_topic, run_key_prefix(run_key)
-    consumer = kafka.reader()
     found: set[tuple[int, int]] = set()
     try:
-        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
-        _, letters = scan(consumer, topic, range(count), timeout_s)
-        for letter in letters:
-            key = letter.key()
-            if key is None or not key.startswith(prefix):
-                continue
-            headers = letter.headers()
-            source = dead_letter_source(headers) if isinstance(headers, list) else None
-            if source is not None and source[0] == kafka.work_topic:
-                found.add(source[1:])
+        with _run_messages(kafka, kafka.work_dlq_topic, run_key, timeout_s) as letters:
+            for letter in letters:
+                headers = letter.headers()
+                source = dead_letter_source(headers) if isinstance(headers, list) else None
+                if source is not None and source[0] == kafka.work_topic:
+                    found.add(source[1:])
     except KafkaClientError:  # no dead-letter topic: nothing was dead-lettered
-        return found
+        pass
+    return found
+
+
+@contextlib.contextmanager
+def _run_messages(
+    kafka: KafkaConnection, topic: str, run_key: RunKey, timeout_s: float
+) -> Iterator[Iterator[Message]]:
+    """The messages of every partition of the topic whose keys are the run key's."""
+    prefix = run_key_prefix(run_key)
+    consumer = kafka.reader()
+    try:
+        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
+        _, messages = scan(consumer, topic, range(count), timeout_s)
+        yield (m for m in messages if (key := m.key()) is not None and key.startswith(prefix))
     except KafkaException as exc:
         raise ConsumerError(f"cannot read {topic} for {run_key}: {exc.args[0]}") from exc
     finally:
         consumer.close()
-    return found
 
 
 def _newest_per_chunk(located: list[LocatedTask]) -> list[LocatedTask]:
