@@ -49,6 +49,8 @@ class LedgerEntry(BaseModel):
     """What the pair in flight may cost, as its writer estimated it (0: unknown)."""
     holder: str = ""
     expires_ms: int = 0
+    ran: bool = False
+    """Settled after a model call (False: a reservation withdrawn before any)."""
 
 
 @dataclass(frozen=True)
@@ -137,9 +139,10 @@ class SpendLedger:
         )
         return self._write(pair, entry)
 
-    def settle(self, pair: tuple[int, int], spent: float) -> int:
-        """Append the pair's spend after its outcome (or before it: a withdrawn reservation)."""
-        return self._write(pair, LedgerEntry(state="settled", spent=spent, holder=self.holder))
+    def settle(self, pair: tuple[int, int], spent: float, *, ran: bool = True) -> int:
+        """Append the pair's spend after its outcome (`ran`) or before it (a withdrawal)."""
+        entry = LedgerEntry(state="settled", spent=spent, holder=self.holder, ran=ran)
+        return self._write(pair, entry)
 
     def forget(self) -> int:
         """Tombstone every pair of the run key the ledger holds (a purge); how many."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
@@ -115,7 +116,9 @@ class SharedBudget:
         return bounded_estimate(known, self.max_pair, settled < self._probe)
 
     def _settled(self) -> set[Pair]:
-        return {key for key, seen in self.ledger.pairs.items() if seen.entry.state == "settled"}
+        """The pairs the ledger knows a model call's cost of (not withdrawn reservations)."""
+        pairs = self.ledger.pairs.items()
+        return {key for key, seen in pairs if seen.entry.state == "settled" and seen.entry.ran}
 
     def _spends(self) -> dict[Pair, Fraction]:
         spends = dict(self._durable)
@@ -125,7 +128,9 @@ class SharedBudget:
 
     async def _withdraw(self, pair: Pair) -> None:
         spent = self._mine.pop(pair)
-        await asyncio.to_thread(self.ledger.settle, pair, float(spent))
+        await asyncio.to_thread(
+            functools.partial(self.ledger.settle, pair, float(spent), ran=False)
+        )
 
 
 def shared_budget(kafka: KafkaConnection, *, max_pair_usd: float | None = None) -> AdmissionFactory:

@@ -94,7 +94,7 @@ def test_writers_interleaved_never_pass_the_budget(
                 log.append(pair, LedgerEntry(state="settled", spent=0.0))
         elif step == "settle" and flying[writer]:
             pair = flying[writer].pop(pick % len(flying[writer]))
-            log.append(pair, LedgerEntry(state="settled", spent=cost))
+            log.append(pair, LedgerEntry(state="settled", spent=cost, ran=True))
             paid += cost
         in_flight = sum(len(pairs) for pairs in flying.values())
         assert paid + in_flight * cost <= limit
@@ -108,8 +108,11 @@ def test_an_unknown_cost_is_learnt_from_one_pair_whatever_the_writers() -> None:
     assert _budget(log.read_to(2), 10, None).decide(first, before=at_first) is True
     # The second writer sees the first pair in flight at an unknown cost: it waits.
     assert _budget(log.read_to(2), 10, None).decide(second, before=at_second) is None
-    log.append(first, LedgerEntry(state="settled", spent=6.0))
+    for withdrawn in range(2, 8):  # reservations withdrawn before any call: no cost learnt
+        log.append((withdrawn, 0), LedgerEntry(state="settled", spent=0.0))
+    assert _budget(log.read_to(8), 10, None).decide(second) is None
+    log.append(first, LedgerEntry(state="settled", spent=6.0, ran=True))
     # Once it is known, its cost is the estimate: 6 + 6 would pass 10, so nothing more.
-    assert _budget(log.read_to(3), 10, None).decide(second) is False
+    assert _budget(log.read_to(9), 10, None).decide(second) is False
     # A bound above the budget starts nothing, even the first pair.
     assert _budget(_Log().read_to(0), 10, 11.0).decide(first) is False
