@@ -31,6 +31,7 @@ __all__ = ["LedgerEntry", "SpendLedger", "SpendLedgerError", "open_ledger"]
 
 _TIMEOUT_S = 15.0
 _POLL_S = 0.1
+_FETCH_WAIT_MS = 5
 
 
 class SpendLedgerError(ConsumerError):
@@ -71,13 +72,15 @@ class SpendLedger:
         self._kafka = kafka
         self._topic = kafka.settings.spend_topic
         self._prefix = run_key_prefix(run_key)
-        self._producer = kafka.durable_producer()
+        # An admission waits for its reservation's acknowledgement and then reads it back:
+        # neither batching writes nor idle fetches may hold it up.
+        self._producer = kafka.durable_producer({"linger.ms": 0})
         try:
             count = kafka.partition_count(self._topic, self._producer, timeout_s=_TIMEOUT_S)
         except KafkaClientError as exc:
             raise SpendLedgerError(f"cannot keep the budget of {run_key}: {exc}") from exc
         self._partition = partition_for(run_key, count)
-        self._consumer = kafka.reader()
+        self._consumer = kafka.reader({"fetch.wait.max.ms": _FETCH_WAIT_MS})
         self._position = 0  # the next offset to read
         self._reading = threading.Lock()  # reads run in threads; close waits for them
         self._closed = False
@@ -111,7 +114,11 @@ class SpendLedger:
             with self._reading:
                 if self._closed:
                     return 0
-                batch = self._consumer.consume(num_messages=10_000, timeout=timeout_s)
+                # consume() would wait out the timeout for a full batch: wait for the first
+                # message only, then take what has arrived with it.
+                first = self._consumer.poll(timeout_s)
+                rest = self._consumer.consume(num_messages=10_000, timeout=0) if first else []
+                batch = [first, *rest] if first is not None else []
         except KafkaException as exc:
             raise SpendLedgerError(f"cannot read the spend of {self.run_key}: {exc}") from exc
         ours = 0

@@ -57,26 +57,23 @@ class SharedBudget:
 
     async def admit(self, pair: Pair, spent: Fraction) -> bool:
         """Reserve the pair in the ledger once the budget has room for it; False: never."""
-        while True:
-            await asyncio.to_thread(self.ledger.read_some, 0.0)
-            if (dry := self.decide(pair)) is None:  # counts every reservation: wait
-                await asyncio.to_thread(self.ledger.read_some, _WAIT_S)
-                continue
-            if not dry:
-                return False
-            amount = float(self.estimate()[0])
-            offset = await asyncio.to_thread(
-                self.ledger.reserve, pair, float(spent), amount, self._ttl_s
-            )
-            self._mine[pair] = spent
-            await asyncio.to_thread(self.ledger.read_through, offset)
-            decided = self.decide(pair, before=offset)
-            if decided:
-                return True
+        while (decided := await asyncio.to_thread(self._attempt, pair, spent)) is None:
+            await asyncio.to_thread(self.ledger.read_some, _WAIT_S)  # a pair in flight ends
+        return decided
+
+    def _attempt(self, pair: Pair, spent: Fraction) -> bool | None:
+        """One try at admitting the pair (in a thread: it waits for Kafka); None: wait."""
+        self.ledger.read_some(0.0)
+        if (dry := self.decide(pair)) is not True:  # counting every reservation
+            return dry
+        amount = float(self.estimate()[0])
+        offset = self.ledger.reserve(pair, float(spent), amount, self._ttl_s)
+        self._mine[pair] = spent
+        self.ledger.read_through(offset)
+        if (decided := self.decide(pair, before=offset)) is not True:
             # Another writer reserved first: withdraw, then wait for it or stop.
-            await self._withdraw(pair)
-            if decided is False:
-                return False
+            self.ledger.settle(pair, float(self._mine.pop(pair)), ran=False)
+        return decided
 
     async def settle(self, pair: Pair, added: Fraction, spent: Fraction) -> None:
         """Record the pair's spend after its outcome: its reservation ends."""
