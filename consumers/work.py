@@ -2,10 +2,11 @@
 
 A chunk is `failed` when its task was dead-lettered (it failed the same way too often), what
 its records say notwithstanding; `done` when the worker group has committed past its task (a
-worker commits only after the chunk has run) and every pair of its range is recorded;
-`stopped` when the group committed past it with pairs missing (stopped by the budget:
-submitting again finishes it); `running` when it is not committed but some of its pairs are
-durable (a worker started it), and `waiting` otherwise.
+worker commits only after the chunk has run) and every pair of its range is recorded
+(degraded pairs by this task, not before it); `stopped` when the group committed past it
+with pairs missing (stopped by the budget: submitting again finishes it); `running` when it
+is not committed but some of its pairs are durable (a worker started it), and `waiting`
+otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Literal, NamedTuple
 
 from confluent_kafka import KafkaException, Message
 
+from resultlog.consumers._decode import created_us
 from resultlog.consumers._scan import scan
 from resultlog.consumers.dlq import dead_letter_source
 from resultlog.consumers.errors import ConsumerError
@@ -198,24 +200,29 @@ def _progress(
     item: LocatedTask, done: bool, dead: bool, records: Sequence[SampleResult | FoldView]
 ) -> ChunkProgress:
     task = item.task
-    durable = sum(
-        task.start <= record.sample_index < task.end and record.epoch < task.epochs
+    mine = [
+        record
         for record in records
-    )
+        if task.start <= record.sample_index < task.end and record.epoch < task.epochs
+    ]
+    # A degraded record older than the task is no outcome of it: a chunk the budget stopped
+    # before retrying it is not done (a clock behind the submitter's errs the same way).
+    submitted_us = round(task.created_at.timestamp() * 1_000_000)  # whole ms on the wire
+    settled = sum(not r.degraded or created_us(r) >= submitted_us for r in mine)
     expected = (task.end - task.start) * task.epochs
     state: ChunkState
     if dead:
         state = "failed"
     elif done:
-        state = "done" if durable >= expected else "stopped"
+        state = "done" if settled >= expected else "stopped"
     else:
-        state = "running" if durable else "waiting"
+        state = "running" if mine else "waiting"
     return ChunkProgress(
         chunk_index=task.chunk_index,
         chunk_id=task.chunk_id,
         start=task.start,
         end=task.end,
         state=state,
-        records=durable,
+        records=len(mine),
         expected=expected,
     )

@@ -116,6 +116,29 @@ def test_a_dead_lettered_chunk_is_failed_in_status_whatever_its_records(
     assert progress.as_json()["failed"] == 1
 
 
+def test_a_chunk_the_budget_stopped_before_a_degraded_pair_is_not_done(
+    settings: Settings, model_server: ModelServer, unique_name: str
+) -> None:
+    kafka = KafkaConnection(_settings(settings, unique_name))
+    run_key = RunKey("retry", "arith", MODEL)
+    spec = RunSpec("arith", MODEL, "retry", chunks=1, limit=4, base_url=model_server.base_url)
+    model_server.override("arith-0002", 0, Behavior(status=500))  # degraded, retried later
+    assert submit_chunks(kafka, plan_chunks(spec)) == 1
+    assert serve_until(kafka, settled=1).chunks_run == 1
+
+    def states() -> list[str]:
+        records = stored_records(kafka.settings, run_key)
+        progress = WorkProgress.read(kafka, run_key, records, kafka.settings.work_group)
+        assert progress is not None and len(records) == 4
+        return [chunk.state for chunk in progress.chunks]
+
+    assert states() == ["done"]  # ran to its end: its degraded outcome is its own
+    # Submitted again with nothing left to spend: the degraded pair is not retried.
+    assert submit_chunks(kafka, plan_chunks(dataclasses.replace(spec, budget_usd=0.0))) == 1
+    assert serve_until(kafka, settled=2).budget_stopped == 1
+    assert states() == ["stopped"]
+
+
 def test_a_worker_refuses_a_task_of_another_configuration(
     settings: Settings, model_server: ModelServer, unique_name: str
 ) -> None:
