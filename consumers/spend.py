@@ -27,7 +27,7 @@ from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce, produce_acked
 from resultlog.schemas import RunKey, encode_key, partition_for, run_key_prefix
 
-__all__ = ["LedgerEntry", "SpendLedger", "SpendLedgerError", "open_ledger"]
+__all__ = ["LedgerEntry", "Seen", "SpendLedger", "SpendLedgerError", "open_ledger"]
 
 _TIMEOUT_S = 15.0
 _POLL_S = 0.1
@@ -69,6 +69,7 @@ class SpendLedger:
         self.run_key = run_key
         self.holder = holder
         self.pairs: dict[tuple[int, int], Seen] = {}
+        self.changed: list[tuple[int, int]] = []  # pairs read since a reader last took them
         self._kafka = kafka
         self._topic = kafka.settings.spend_topic
         self._prefix = run_key_prefix(run_key)
@@ -196,9 +197,11 @@ class SpendLedger:
         if pair is None:
             return 0
         if value is None:  # a purge deleted the pair's spend
+            self.changed.append(pair)
             return int(self.pairs.pop(pair, None) is not None)
         with contextlib.suppress(ValidationError):  # not an entry of ours: counts for nothing
             self.pairs[pair] = Seen(offset, LedgerEntry.model_validate_json(value))
+            self.changed.append(pair)
             return 1
         return 0
 

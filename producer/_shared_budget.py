@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from fractions import Fraction
 
 from resultlog.consumers import read_run_views
-from resultlog.consumers.spend import SpendLedger, open_ledger
+from resultlog.consumers.spend import Seen, SpendLedger, open_ledger
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._budget import AdmissionFactory, Pair, bounded_estimate, verdict
 from resultlog.producer.errors import ProducerError
@@ -54,6 +54,12 @@ class SharedBudget:
         self._probe = probe
         self._ttl_s = ttl_s
         self._mine: dict[Pair, Fraction] = {}  # this writer's pairs in flight: their spend before
+        # Kept as the ledger is read, so an admission costs the pairs in flight, not the run.
+        self._spend = dict(durable)  # per pair, the larger of the results log's and the ledger's
+        self._total = sum(durable.values(), Fraction(0))
+        self._known = max(durable.values(), default=Fraction(0))  # the most one key has cost
+        self._ran = set(durable)  # the pairs whose cost a model call made known
+        self._open: dict[Pair, Seen] = {}  # the ledger's reservations
 
     async def admit(self, pair: Pair, spent: Fraction) -> bool:
         """Reserve the pair in the ledger once the budget has room for it; False: never."""
@@ -89,13 +95,13 @@ class SharedBudget:
     def decide(self, pair: Pair, before: int | None = None) -> bool | None:
         """The verdict on `pair`, counting the live reservations of other pairs (only those
         before offset `before` once the pair has reserved there)."""
+        self._refresh()
         now_ms = int(time.time() * 1000)
         estimate, probing = self.estimate()
         reserved = [
             max(Fraction(seen.entry.reserved), estimate)
-            for key, seen in self.ledger.pairs.items()
+            for key, seen in self._open.items()
             if key != pair
-            and seen.entry.state == "reserved"
             and seen.entry.expires_ms > now_ms
             and (before is None or seen.offset < before)
         ]
@@ -103,25 +109,30 @@ class SharedBudget:
 
     def spent(self) -> Fraction:
         """The run key's spend: per pair, the larger of the results log's and the ledger's."""
-        return sum(self._spends().values(), Fraction(0))
+        self._refresh()
+        return self._total
 
     def estimate(self) -> tuple[Fraction, bool]:
         """What a pair may cost (the most one key has cost), and whether to probe."""
-        spends = self._spends()
-        known = max(spends.values(), default=Fraction(0))
-        settled = len(self._durable.keys() | self._settled())
-        return bounded_estimate(known, self.max_pair, settled < self._probe)
+        self._refresh()
+        return bounded_estimate(self._known, self.max_pair, len(self._ran) < self._probe)
 
-    def _settled(self) -> set[Pair]:
-        """The pairs the ledger knows a model call's cost of (not withdrawn reservations)."""
-        pairs = self.ledger.pairs.items()
-        return {key for key, seen in pairs if seen.entry.state == "settled" and seen.entry.ran}
-
-    def _spends(self) -> dict[Pair, Fraction]:
-        spends = dict(self._durable)
-        for key, seen in self.ledger.pairs.items():
-            spends[key] = max(spends.get(key, Fraction(0)), Fraction(seen.entry.spent))
-        return spends
+    def _refresh(self) -> None:
+        """Take in the pairs the ledger has read since the last look."""
+        changed, self.ledger.changed = self.ledger.changed, []
+        for pair in changed:
+            seen = self.ledger.pairs.get(pair)
+            ledger = Fraction(seen.entry.spent) if seen is not None else Fraction(0)
+            spend = max(self._durable.get(pair, Fraction(0)), ledger)
+            self._total += spend - self._spend.get(pair, Fraction(0))
+            self._spend[pair] = spend
+            self._known = max(self._known, spend)
+            if seen is not None and seen.entry.state == "reserved":
+                self._open[pair] = seen
+            else:
+                self._open.pop(pair, None)
+            if seen is not None and seen.entry.state == "settled" and seen.entry.ran:
+                self._ran.add(pair)
 
     async def _withdraw(self, pair: Pair) -> None:
         spent = self._mine.pop(pair)

@@ -47,12 +47,14 @@ class _Log:
         view = _View()
         for offset, (pair, entry) in enumerate(self.entries[:end]):
             view.pairs[pair] = Seen(offset, entry)
+            view.changed.append(pair)
         return cast(SpendLedger, view)
 
 
 @dataclass
 class _View:
     pairs: dict[tuple[int, int], Seen] = field(default_factory=dict)
+    changed: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _budget(ledger: SpendLedger, limit: int, max_pair: float | None) -> SharedBudget:
