@@ -142,7 +142,7 @@ class SharedBudget:
 
 
 def shared_budget(kafka: KafkaConnection, *, max_pair_usd: float | None = None) -> AdmissionFactory:
-    """The factory of a run key's shared budget, for `run_benchmark(admission=...)`."""
+    """The factory of a run key's shared budget, for `run_benchmark(shared_budget=...)`."""
 
     @contextlib.asynccontextmanager
     async def opened(run_key: RunKey, limit_usd: float, probe: int) -> AsyncIterator[SharedBudget]:
