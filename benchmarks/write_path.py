@@ -44,9 +44,15 @@ GOAL = Goal(">=", 0.90, on="ratio")
 
 
 async def timed_run(
-    bench: Benchmark, base_url: str, store: ResultStore, epochs: int, concurrency: int
+    bench: Benchmark,
+    base_url: str,
+    store: ResultStore,
+    epochs: int,
+    concurrency: int,
+    **options: Any,
 ) -> float:
-    """Seconds to evaluate every pair of a fresh run with the store (closing it included)."""
+    """Seconds to evaluate every pair of a fresh run with the store (closing it included);
+    `options` go to run_benchmark."""
     client = ModelClient(base_url, max_retries=0)
     started = time.perf_counter()
     result = await run_benchmark(
@@ -57,6 +63,7 @@ async def timed_run(
         epochs=epochs,
         store=store,
         max_concurrency=concurrency,
+        **options,
     )
     await store.close()
     seconds = time.perf_counter() - started

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 
 from resultlog.consumers._contribution import Contribution
@@ -16,7 +17,17 @@ from resultlog.schemas import (
     SampleResult,
 )
 
-__all__ = ["decode_contribution", "decode_value", "decode_view"]
+__all__ = ["created_us", "decode_contribution", "decode_value", "decode_view"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def created_us(record: SampleResult | FoldView) -> int:
+    """A record's created_at in microseconds since the epoch (a view's wire milliseconds)."""
+    if isinstance(record, FoldView):
+        return record.created_at_ms * 1000
+    return (record.created_at - _EPOCH) // _MICROSECOND
 
 
 def decode_value(codec: Codec, key: RecordId, value: bytes, at: Location) -> SampleResult:

@@ -43,6 +43,7 @@ __all__ = [
     "HEADER_VALUE_OMITTED",
     "REASON_KINDS",
     "DeadLetterWriter",
+    "dead_letter_source",
     "reason_kind",
 ]
 
@@ -237,7 +238,7 @@ def _read_positions(kafka: KafkaConnection, topic: str) -> set[_Position]:
         _, messages = scan(consumer, topic, partitions, _SCAN_TIMEOUT_S)
         for message in messages:
             headers = message.headers()
-            position = _source(headers) if isinstance(headers, list) else None
+            position = dead_letter_source(headers) if isinstance(headers, list) else None
             if position is not None:
                 found.add(position)
     finally:
@@ -245,7 +246,7 @@ def _read_positions(kafka: KafkaConnection, topic: str) -> set[_Position]:
     return found
 
 
-def _source(headers: Headers) -> _Position | None:
+def dead_letter_source(headers: Headers) -> tuple[str, int, int] | None:
     """The source position named by a dead letter's headers."""
     named = {name: value for name, value in headers if isinstance(value, bytes)}
     try:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
-from resultlog.kafka import KafkaClientError, KafkaConnection, produce
+from resultlog.kafka import KafkaClientError, KafkaConnection, produce, produce_acked
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 
 __all__ = [
@@ -244,31 +244,19 @@ class RunLease:
 
     def _write(self, value: bytes | None, key: bytes | None = None) -> int:
         """Produce the lease (None: a tombstone), wait for the broker; return its offset."""
-        written: list[Message] = []
-        failed: list[KafkaError] = []
-
-        def delivered(error: KafkaError | None, message: Message) -> None:
-            if error is not None:
-                failed.append(error)
-            else:
-                written.append(message)
-
+        timeout_s = self._kafka.settings.delivery_timeout_ms / 1000
+        topic, partition = self._topic, self._partition
         try:
-            produce(
+            return produce_acked(
                 self._producer,
-                self._topic,
+                topic,
                 key or self._key,
                 value,
-                partition=self._partition,
-                on_delivery=delivered,
+                partition=partition,
+                timeout_s=timeout_s,
             )
         except KafkaClientError as exc:
             raise LeaseError(f"cannot write the lease on {self.run_key}: {exc}") from exc
-        self._producer.flush(self._kafka.settings.delivery_timeout_ms / 1000)
-        if failed or not written:
-            reason = failed[0].str() if failed else "no acknowledgement in time"
-            raise LeaseError(f"cannot write the lease on {self.run_key}: {reason}")
-        return written[0].offset() or 0
 
     def _read(self) -> dict[bytes, tuple[int, Lease]]:
         return _read_leases(self._kafka, self._topic, self._partition, self.run_key)

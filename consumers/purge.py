@@ -8,7 +8,10 @@ What "deleted" means to each reader, once `purge_run` returns:
 - the summaries topic holds a tombstone for the run key, so its last summary is gone;
 - compaction later removes the records and, after `delete.retention.ms`, the tombstones;
 - the run's entry in the run index is tombstoned too (best effort: a reader without an entry
-  reads the whole partition, and an entry the aggregator writes again still holds).
+  reads the whole partition, and an entry the aggregator writes again still holds);
+- the run key's spend in the spend ledger is tombstoned, so a budget of a run under the same
+  key starts from nothing (if that fails, a warning: the old spend then still counts, which
+  stops a budget early but never lets it pay more).
 
 Every key of the run key's partition that starts with the run key's prefix and still has a
 value gets a tombstone, whatever that value is: an undecodable latest value, or a key with the
@@ -48,6 +51,7 @@ from resultlog.consumers.lease import (
 
 # The resume reader's partition scan is exactly what purge needs: the same keys resume sees.
 from resultlog.consumers.resume import latest_run_values
+from resultlog.consumers.spend import SpendLedgerError, open_ledger
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
 from resultlog.schemas import RunKey, encode_run_key, partition_for, run_key_prefix
 
@@ -175,7 +179,19 @@ def _purge_keys(kafka: KafkaConnection, run_key: RunKey, timeout_s: float) -> in
     if failures:
         raise PurgeError(f"purging {run_key} failed: {failures[0]}")
     _forget_index_entry(kafka, producer, run_key, partition, timeout_s)
+    _forget_spend(kafka, run_key)
     return len(live)
+
+
+def _forget_spend(kafka: KafkaConnection, run_key: RunKey) -> None:
+    """Tombstone the run key's pairs in the spend ledger (a warning if not)."""
+    try:
+        with open_ledger(kafka, run_key, "purge") as ledger:
+            forgotten = ledger.forget()
+    except SpendLedgerError as exc:
+        log.warning("the spend of %s stays in the spend ledger: %s", run_key, exc)
+        return
+    log.info("deleted the spend of %d pair(s) of %s", forgotten, run_key)
 
 
 def _forget_index_entry(

@@ -8,13 +8,12 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Generic, NamedTuple, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from resultlog.consumers._decode import decode_value, decode_view
+from resultlog.consumers._decode import created_us, decode_value, decode_view
 from resultlog.consumers._run_read import index_partition, read_run
 from resultlog.consumers._scan import scan_ranges
 from resultlog.consumers.dlq import reason_kind
@@ -51,8 +50,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _Decoded = TypeVar("_Decoded", SampleResult, FoldView)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 _STOP_EVERY = 1000  # messages read between looks at a reader's stop event
 
 
@@ -97,19 +94,12 @@ def _latest_per_key(records: list[_Decoded]) -> list[_Decoded]:
     for record in records:
         key = (record.sample_index, record.epoch)
         old = latest.get(key)
-        if old is None or (_created_us(record), not record.degraded) > (
-            _created_us(old),
+        if old is None or (created_us(record), not record.degraded) > (
+            created_us(old),
             not old.degraded,
         ):
             latest[key] = record
     return list(latest.values())
-
-
-def _created_us(record: SampleResult | FoldView) -> int:
-    """A record's created_at in microseconds since the epoch (a view's wire milliseconds)."""
-    if isinstance(record, FoldView):
-        return record.created_at_ms * 1000
-    return (record.created_at - _EPOCH) // _MICROSECOND
 
 
 def read_run_records(

@@ -1,22 +1,27 @@
 """Progress of a distributed run: its chunk tasks on the work topic and which of them are done.
 
-A chunk is `done` when the worker group has committed past its task (a worker commits only
-after the chunk has run) and every pair of its range is recorded; `stopped` when the group
-committed past it with pairs missing (dead-lettered, or stopped by the budget: submitting
-again finishes it); `running` when it is not committed but some of its pairs are durable (a
-worker started it), and `waiting` otherwise.
+A chunk is `failed` when its task was dead-lettered (it failed the same way too often), what
+its records say notwithstanding; `done` when the worker group has committed past its task (a
+worker commits only after the chunk has run) and every pair of its range is recorded
+(degraded pairs by this task, not before it); `stopped` when the group committed past it
+with pairs missing (stopped by the budget: submitting again finishes it); `running` when it
+is not committed but some of its pairs are durable (a worker started it), and `waiting`
+otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Message
 
+from resultlog.consumers._decode import created_us
 from resultlog.consumers._scan import scan
+from resultlog.consumers.dlq import dead_letter_source
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection
 from resultlog.schemas import (
@@ -29,12 +34,19 @@ from resultlog.schemas import (
     run_key_prefix,
 )
 
-__all__ = ["ChunkProgress", "ChunkState", "LocatedTask", "WorkProgress", "read_run_tasks"]
+__all__ = [
+    "ChunkProgress",
+    "ChunkState",
+    "LocatedTask",
+    "WorkProgress",
+    "dead_lettered",
+    "read_run_tasks",
+]
 
 log = logging.getLogger(__name__)
 
-ChunkState = Literal["done", "stopped", "running", "waiting"]
-_STATES: tuple[ChunkState, ...] = ("done", "stopped", "running", "waiting")
+ChunkState = Literal["done", "failed", "stopped", "running", "waiting"]
+_STATES: tuple[ChunkState, ...] = ("done", "failed", "stopped", "running", "waiting")
 
 
 class LocatedTask(NamedTuple):
@@ -101,8 +113,14 @@ class WorkProgress:
             committed = kafka.committed_offsets(group, kafka.work_topic, partitions)
         except KafkaClientError as exc:
             raise ConsumerError(str(exc)) from exc
+        dead = dead_lettered(kafka, run_key)
         chunks = tuple(
-            _progress(item, committed.get(item.partition, 0) > item.offset, records)
+            _progress(
+                item,
+                committed.get(item.partition, 0) > item.offset,
+                (item.partition, item.offset) in dead,
+                records,
+            )
             for item in newest
         )
         return cls(group, chunks, undecodable)
@@ -113,17 +131,10 @@ def read_run_tasks(
 ) -> tuple[list[LocatedTask], int]:
     """Every task of the run key on the work topic, and how many of its values are undecodable."""
     topic = kafka.work_topic
-    consumer = kafka.reader()
-    prefix = run_key_prefix(run_key)
     found: list[LocatedTask] = []
     undecodable = 0
-    try:
-        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
-        _, messages = scan(consumer, topic, range(count), timeout_s)
+    with _run_messages(kafka, topic, run_key, timeout_s) as messages:
         for message in messages:
-            key = message.key()
-            if key is None or not key.startswith(prefix):
-                continue
             partition, offset = message.partition() or 0, message.offset() or 0
             try:
                 task = kafka.codec.decode_chunk_task(
@@ -135,11 +146,41 @@ def read_run_tasks(
                 continue
             if task.run_key == run_key:
                 found.append(LocatedTask(partition, offset, task))
+    return found, undecodable
+
+
+def dead_lettered(
+    kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0
+) -> set[tuple[int, int]]:
+    """Where the run's dead-lettered tasks were on the work topic: (partition, offset)."""
+    found: set[tuple[int, int]] = set()
+    try:
+        with _run_messages(kafka, kafka.work_dlq_topic, run_key, timeout_s) as letters:
+            for letter in letters:
+                headers = letter.headers()
+                source = dead_letter_source(headers) if isinstance(headers, list) else None
+                if source is not None and source[0] == kafka.work_topic:
+                    found.add(source[1:])
+    except KafkaClientError:  # no dead-letter topic: nothing was dead-lettered
+        pass
+    return found
+
+
+@contextlib.contextmanager
+def _run_messages(
+    kafka: KafkaConnection, topic: str, run_key: RunKey, timeout_s: float
+) -> Iterator[Iterator[Message]]:
+    """The messages of every partition of the topic whose keys are the run key's."""
+    prefix = run_key_prefix(run_key)
+    consumer = kafka.reader()
+    try:
+        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
+        _, messages = scan(consumer, topic, range(count), timeout_s)
+        yield (m for m in messages if (key := m.key()) is not None and key.startswith(prefix))
     except KafkaException as exc:
         raise ConsumerError(f"cannot read {topic} for {run_key}: {exc.args[0]}") from exc
     finally:
         consumer.close()
-    return found, undecodable
 
 
 def _newest_per_chunk(located: list[LocatedTask]) -> list[LocatedTask]:
@@ -156,25 +197,32 @@ def _newest_per_chunk(located: list[LocatedTask]) -> list[LocatedTask]:
 
 
 def _progress(
-    item: LocatedTask, done: bool, records: Sequence[SampleResult | FoldView]
+    item: LocatedTask, done: bool, dead: bool, records: Sequence[SampleResult | FoldView]
 ) -> ChunkProgress:
     task = item.task
-    durable = sum(
-        task.start <= record.sample_index < task.end and record.epoch < task.epochs
+    mine = [
+        record
         for record in records
-    )
+        if task.start <= record.sample_index < task.end and record.epoch < task.epochs
+    ]
+    # A degraded record older than the task is no outcome of it: a chunk the budget stopped
+    # before retrying it is not done (a clock behind the submitter's errs the same way).
+    submitted_us = round(task.created_at.timestamp() * 1_000_000)  # whole ms on the wire
+    settled = sum(not r.degraded or created_us(r) >= submitted_us for r in mine)
     expected = (task.end - task.start) * task.epochs
     state: ChunkState
-    if done:
-        state = "done" if durable >= expected else "stopped"
+    if dead:
+        state = "failed"
+    elif done:
+        state = "done" if settled >= expected else "stopped"
     else:
-        state = "running" if durable else "waiting"
+        state = "running" if mine else "waiting"
     return ChunkProgress(
         chunk_index=task.chunk_index,
         chunk_id=task.chunk_id,
         start=task.start,
         end=task.end,
         state=state,
-        records=durable,
+        records=len(mine),
         expected=expected,
     )

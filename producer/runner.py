@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from collections import Counter
@@ -14,7 +15,7 @@ from typing import Any
 
 from resultlog.consumers import LoadedViews, ResumeState, RunFold, RunLease, RunRecords
 from resultlog.consumers.fold import Contribution
-from resultlog.producer._budget import Budget
+from resultlog.producer._budget import Admission, AdmissionFactory, Budget
 from resultlog.producer._config import RunConfig, check_config, run_config
 from resultlog.producer._degraded import DegradedWrites, persist_degraded
 from resultlog.producer._placed import placed, relocate
@@ -151,6 +152,8 @@ async def run_benchmark(
     config: RunConfig | None = None,
     accept_config_change: bool = False,
     budget_usd: float | None = None,
+    max_pair_usd: float | None = None,
+    shared_budget: AdmissionFactory | None = None,
 ) -> RunResult:
     """Run every (sample, epoch) of the range not already durable; return the run's result.
 
@@ -159,7 +162,9 @@ async def run_benchmark(
     Records carry `config` (default: the benchmark's and model's, no endpoint or generation
     parameters); durable records of another configuration stop the run before any model
     call (ConfigChangedError) unless `accept_config_change`. With `budget_usd`, no pair
-    starts once the spend of what the store loads, plus this run's, would pass it.
+    starts once the spend of what the store loads, plus this run's, would pass it; while no
+    pair's cost is known, `max_pair_usd` stands in for it. With `shared_budget` too, the
+    budget is the run key's, kept with every other writer of it (see _shared_budget).
     """
     if epochs < 1 or max_concurrency < 1:
         raise ValueError("epochs and max_concurrency must be >= 1")
@@ -182,13 +187,16 @@ async def run_benchmark(
         degrade_solver_errors=degrade_solver_errors,
         on_progress=on_progress,
     )
-    async with leased(lease, run.run_key, samples) as held:
+    async with leased(lease, run.run_key, samples) as held, contextlib.AsyncExitStack() as stack:
         execution.held = held
         execution.holding = holding(held)
         try:
             resume = await execution.resume({s.index for s in samples}, accept_config_change)
-            if budget_usd is not None:
-                execution.budget = execution.budget_of(budget_usd, max_concurrency)
+            if budget_usd is not None and shared_budget is not None:
+                opened = shared_budget(run.run_key, budget_usd, max_concurrency)
+                execution.budget = await stack.enter_async_context(opened)
+            elif budget_usd is not None:
+                execution.budget = execution.budget_of(budget_usd, max_concurrency, max_pair_usd)
             return await execution.run(samples, resume, max_concurrency)
         except asyncio.CancelledError:
             taken_over = lost(held)
@@ -269,7 +277,7 @@ class _Execution:
         self.whole: Callable[[FoldView], SampleResult] | None = None  # a loaded view's record
         self.most_spent = 0.0  # the most one key of the log has cost
         self.read_failed = False
-        self.budget: Budget | None = None
+        self.budget: Admission | None = None
         self.held: RunLease | None = None
         self.holding: Callable[[], None] = lambda: None  # raises once the run's lease is lost
 
@@ -315,7 +323,9 @@ class _Execution:
         self.previous = {(r.sample_index, r.epoch): r for r in (*state.seeds, *state.degraded)}
         return state
 
-    def budget_of(self, limit_usd: float, concurrency: int) -> Budget:
+    def budget_of(
+        self, limit_usd: float, concurrency: int, max_pair_usd: float | None = None
+    ) -> Budget:
         """The run's budget, from the spend of the records the store loaded."""
         if self.read_failed:  # an unknown spend cannot be kept within a budget
             raise ProducerError(
@@ -323,7 +333,13 @@ class _Execution:
                 f"so its budget cannot be kept: not starting"
             )
         spent = self.durable.spent
-        return Budget(limit_usd, spent=spent, estimate=self.most_spent, probe=concurrency)
+        return Budget(
+            limit_usd,
+            spent=spent,
+            estimate=self.most_spent,
+            probe=concurrency,
+            max_pair_usd=max_pair_usd,
+        )
 
     async def run(
         self,
@@ -402,7 +418,7 @@ class _Execution:
             async with asyncio.TaskGroup() as group:
                 for sample, epoch in pending:
                     await slots.acquire()
-                    if self.budget is not None and not await self.budget.admit():
+                    if self.budget is not None and not await self._admit(sample, epoch):
                         break
                     self.holding()
                     group.create_task(one(sample, epoch))
@@ -411,19 +427,26 @@ class _Execution:
             raise first_error(failed) from None
         return started
 
+    async def _admit(self, sample: Sample, epoch: int) -> bool:
+        """Whether the budget lets the pair start (waiting for pairs in flight if need be)."""
+        assert self.budget is not None
+        before = self.previous.get((sample.index, epoch))
+        spent = Fraction(before.spent if before else 0.0)
+        return await self.budget.admit((sample.index, epoch), spent)
+
     async def _evaluate(self, sample: Sample, epoch: int) -> None:
         with sample_scope(sample.id, epoch) as context:
             record = await self._outcome(sample, epoch, context)
         before = self.previous.get((sample.index, epoch))
         added = Fraction(record.spent) - Fraction(before.spent if before else 0.0)
         self.spent_now += added
-        if self.budget is not None:
-            self.budget.settle(added)
         if record.degraded:
             self.deferred.append(record)
         else:
             await self.policy.write(self.store, record)
             self.completed.append(record)
+        if self.budget is not None:  # a ledger that fails now fails the run, the record safe
+            await self.budget.settle((sample.index, epoch), added, Fraction(record.spent))
         self._advance(record.degraded)
 
     async def _outcome(self, sample: Sample, epoch: int, context: SampleContext) -> SampleResult:

@@ -82,19 +82,26 @@ def role_acls(
     readers = Acl(principal, "group", READER_GROUP_PREFIX, "DESCRIBE", prefixed=True)
     if role is Role.WORKER:
         # Writes results and reads them back to resume (guided by the run index); holds
-        # leases on its run keys; takes and commits work tasks, and dead-letters the ones
-        # that keep failing.
+        # leases on its run keys and keeps their budgets in the spend ledger; takes and
+        # commits work tasks, and dead-letters the ones that keep failing.
         return [
             topic(settings.results_topic, "WRITE"),
             topic(settings.results_topic, "READ"),
             topic(settings.index_topic, "READ"),
             topic(settings.leases_topic, "WRITE"),
             topic(settings.leases_topic, "READ"),
+            topic(settings.spend_topic, "WRITE"),
+            topic(settings.spend_topic, "READ"),
             topic(settings.work_topic, "READ"),
             topic(settings.work_dlq_topic, "WRITE"),
             consumer_group(group or settings.work_group),
             readers,
-            *configs(settings.results_topic, settings.index_topic, settings.leases_topic),
+            *configs(
+                settings.results_topic,
+                settings.index_topic,
+                settings.leases_topic,
+                settings.spend_topic,
+            ),
         ]
     if role is Role.AGGREGATOR:
         # Folds results as a group member (committing nothing), writes summaries and dead

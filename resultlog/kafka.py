@@ -52,6 +52,7 @@ __all__ = [
     "TopicLayoutError",
     "access_denied",
     "produce",
+    "produce_acked",
     "topic_layouts",
 ]
 
@@ -116,14 +117,15 @@ class TopicLayout:
 
 
 def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
-    """The Kafka layout (docs/design.md): compacted results, summaries, leases, aggregator
-    checkpoints and run index, and a deleting DLQ."""
+    """The Kafka layout (docs/design.md): compacted results, summaries, leases, spend ledger,
+    aggregator checkpoints and run index, and a deleting DLQ."""
     compacted = TopicLayout(settings.partitions, "compact")
     return {
         settings.results_topic: compacted,
         settings.summaries_topic: compacted,
         settings.dlq_topic: TopicLayout(settings.partitions, "delete"),
         settings.leases_topic: compacted,
+        settings.spend_topic: compacted,
         settings.checkpoints_topic: compacted,
         settings.index_topic: compacted,
     }
@@ -459,6 +461,35 @@ def produce(
         except KafkaException as exc:
             raise KafkaClientError(_reason(exc)) from exc
     producer.poll(0)
+
+
+def produce_acked(
+    producer: Producer,
+    topic: str,
+    key: bytes | None,
+    value: bytes | None,
+    *,
+    partition: int,
+    timeout_s: float,
+) -> int:
+    """Produce one message and wait for the broker's acknowledgement; its offset.
+
+    Raises KafkaClientError when it cannot be queued or is not acknowledged in `timeout_s`.
+    """
+    written: list[Message] = []
+    failed: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            failed.append(error)
+        else:
+            written.append(message)
+
+    produce(producer, topic, key, value, partition=partition, on_delivery=delivered)
+    producer.flush(timeout_s)
+    if failed or not written:
+        raise KafkaClientError(failed[0].str() if failed else "no acknowledgement in time")
+    return written[0].offset() or 0
 
 
 def _unavailable(topic: str, found: Any, *, created: bool) -> str | None:

@@ -90,8 +90,11 @@ class Settings(BaseSettings):
     """The dead-letter topic of records no reader could use."""
     leases_topic: str = "resultlog.leases"
     """The compacted topic of leases on run keys."""
+    spend_topic: str = "resultlog.spend"
+    """The compacted spend ledger: each run key's pairs in flight and their spend, so that
+    every writer of a run key (chunk workers on any machine) keeps to one budget."""
     partitions: int = Field(default=6, ge=1)
-    """Partitions of the results, summaries, dead-letter, leases and checkpoints topics: part
+    """Partitions of the results, summaries, dead-letter, leases, spend and checkpoints topics: part
     of the wire contract, never changed under existing runs."""
     replication_factor: int = Field(default=1, ge=1)
     """Replicas of every topic `topics create` makes (3 on a real cluster)."""

@@ -74,6 +74,7 @@ def topic_specs(
     large = {"max.message.bytes": str(settings.max_message_bytes)}
     own = {settings.results_topic: large, settings.dlq_topic: large}
     own[settings.leases_topic] = _LEASES_CONFIG
+    own[settings.spend_topic] = _LEASES_CONFIG  # rewritten per pair, read per chunk: keep small
     own[settings.checkpoints_topic] = _CHECKPOINTS_CONFIG
     own[settings.index_topic] = _INDEX_CONFIG
     replicas = settings.replication_factor

@@ -47,6 +47,7 @@ class ChunkTask(Frozen):
     temperature: Temperature | None = None
     max_tokens: PositiveIndex | None = None
     budget_usd: Cost | None = None
+    max_pair_usd: Cost | None = None
     created_at: Timestamp
 
     @model_validator(mode="after")

@@ -21,7 +21,8 @@ if $quick; then
   ingest_args=(--records 100000)
   write_args=(--rounds 2)
   rebuild_args=(--records 100000) peer_args=(--records 100000) memory_args=() fold_args=()
-  modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory write_path)
+  modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory write_path
+    shared_budget)
 else
   echo "make bench: about 20 minutes on an idle 2-core machine (100k and 1M records; scale-out)"
   replay_args=(--records 100000,1000000 --topic "$shared_topic" --profile)
@@ -31,7 +32,7 @@ else
   write_args=(--rounds 3 --profile)
   rebuild_args=(--records 100000,1000000) peer_args=(--records 100000) memory_args=() fold_args=()
   modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory peer_quix
-    write_path scale)
+    write_path shared_budget scale)
 fi
 load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "machine: $(nproc) cores, load average $load_at_start (1, 5, 15 min)"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
 from tests.support.cli import child_env
 from tests.support.kafka import drop_topics, topic_settings
+from tests.support.work import start_worker
 
 # Property tests assert outcomes, never speed: a loaded CI machine must not fail them on
 # Hypothesis's per-example deadline (200 ms by default).
@@ -150,3 +152,19 @@ async def kafka_store(settings: Settings) -> AsyncIterator[KafkaResultStore]:
 def cli_env(settings: Settings) -> dict[str, str]:
     """The environment of a `resultlog` child process using this test's broker and topics."""
     return child_env(settings)
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """start_worker, with every worker a failing test leaves behind killed at teardown."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+        started.append(start_worker(env, *args))
+        return started[-1]
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)

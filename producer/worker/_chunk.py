@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from resultlog.consumers import LoadedViews, claim_lease, read_run_views
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._config import run_config
+from resultlog.producer._shared_budget import shared_budget
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.runner import RunResult, model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
@@ -21,7 +22,7 @@ from resultlog.schemas import ChunkTask, RunKey, SampleResult
 if TYPE_CHECKING:
     from resultlog.producer.offline import ModelServer
 
-__all__ = ["ChunkRunner", "RunningChunk", "chunk_budget"]
+__all__ = ["ChunkRunner", "RunningChunk"]
 
 log = logging.getLogger(__name__)
 
@@ -92,19 +93,6 @@ class _ChunkStore:
         """Nothing of its own: the worker closes its store."""
 
 
-def chunk_budget(task: ChunkTask) -> float | None:
-    """The chunk's share of the run's budget: in proportion to its samples.
-
-    A chunk reads only its own keys (their spend) and no worker sees another's spend as it
-    happens, so each keeps to its share: together they keep to the run's budget.
-    """
-    if task.budget_usd is None:
-        return None
-    low = task.range_start or 0
-    high = min(task.range_end or task.dataset_size, task.dataset_size)
-    return task.budget_usd * (task.end - task.start) / (high - low)
-
-
 class ChunkRunner:
     """Runs chunk tasks with the runner, writing through one result store."""
 
@@ -159,7 +147,10 @@ class ChunkRunner:
                 temperature=task.temperature,
                 max_tokens=task.max_tokens,
             ),
-            budget_usd=chunk_budget(task),
+            # One budget for the run key, whatever its chunks, workers and submissions: the
+            # spend ledger on Kafka, not a share per chunk.
+            budget_usd=task.budget_usd,
+            shared_budget=shared_budget(self._kafka, max_pair_usd=task.max_pair_usd),
         )
 
     def _client(self, base_url: str) -> ModelClient:

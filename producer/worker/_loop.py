@@ -178,7 +178,7 @@ class ChunkWorker:
                 if result.stopped_by_budget:  # settled: running it again would stop again
                     self.report.budget_stopped += 1
                     log.warning(
-                        "chunk %s stopped by its share of the budget: %d pairs not started",
+                        "chunk %s stopped by the run's budget: %d pairs not started",
                         task.chunk_id,
                         result.unstarted,
                     )

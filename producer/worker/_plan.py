@@ -34,6 +34,7 @@ class RunSpec:
     temperature: float | None = None
     max_tokens: int | None = None
     budget_usd: float | None = None
+    max_pair_usd: float | None = None
 
 
 def load_benchmark(source: str, limit: int | None) -> Benchmark:
@@ -75,6 +76,7 @@ def plan_chunks(
         "temperature": spec.temperature,
         "max_tokens": spec.max_tokens,
         "budget_usd": spec.budget_usd,
+        "max_pair_usd": spec.max_pair_usd,
         "created_at": now or datetime.now(UTC),
     }
     return [

@@ -39,6 +39,7 @@ __all__ = [
     "add_run_options",
     "benchmark_of",
     "check_base_url",
+    "check_budget",
     "config_of",
     "register",
 ]
@@ -146,6 +147,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="start no pair once the run key's spend would pass this many USD (default: none)",
     )
+    parser.add_argument(
+        "--max-pair-usd",
+        type=_budget,
+        default=None,
+        help="with --budget-usd: what one pair may cost while no pair's cost is known "
+        "(default: the first pairs run one at a time to learn it)",
+    )
 
 
 def _temperature(text: str) -> float:
@@ -186,6 +194,7 @@ class _TerminatedError(CliError):
 
 def run_command(args: argparse.Namespace) -> int:
     """Run (or resume) a benchmark and print its summary."""
+    check_budget(args)
     # Until the event loop takes SIGTERM over (see _run), nothing has started: just stop.
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
@@ -302,6 +311,7 @@ async def _run_to_end(
                     config=config_of(args, benchmark),
                     accept_config_change=args.accept_config_change,
                     budget_usd=args.budget_usd,
+                    max_pair_usd=args.max_pair_usd,
                 )
     except UnansweredError as exc:
         endpoint = args.base_url or "the offline model"
@@ -322,6 +332,12 @@ def _endpoint(base_url: str | None) -> Iterator[str]:
         return
     with ModelServer() as server:
         yield server.base_url
+
+
+def check_budget(args: argparse.Namespace) -> None:
+    """Refuse a --max-pair-usd without the --budget-usd it bounds."""
+    if args.max_pair_usd is not None and args.budget_usd is None:
+        raise CliError("--max-pair-usd bounds a budget's first pairs: give --budget-usd too")
 
 
 def check_base_url(base_url: str | None) -> None:

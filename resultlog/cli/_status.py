@@ -71,7 +71,7 @@ def status_command(args: argparse.Namespace) -> int:
 
 def _print_chunks(chunks: dict[str, Any]) -> None:
     """One line of counts, then a line per chunk."""
-    states = ("done", "stopped", "running", "waiting")
+    states = ("done", "failed", "stopped", "running", "waiting")
     counts = ", ".join(f"{state} {chunks[state]}" for state in states)
     print(f"{'chunks':>16}: {chunks['total']} ({counts}; group {chunks['group']})")
     for chunk in chunks["list"]:

@@ -7,7 +7,13 @@ from typing import Any
 
 from resultlog.cli._args import positive_int
 from resultlog.cli._connect import connect
-from resultlog.cli._run import add_run_options, benchmark_of, check_base_url, config_of
+from resultlog.cli._run import (
+    add_run_options,
+    benchmark_of,
+    check_base_url,
+    check_budget,
+    config_of,
+)
 from resultlog.consumers import read_run_records
 from resultlog.producer import check_config
 from resultlog.producer.worker import RunSpec, plan_chunks, submit_chunks
@@ -34,6 +40,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 def submit_command(args: argparse.Namespace) -> int:
     """Validate the run, write one task per chunk, print how many."""
     check_base_url(args.base_url)
+    check_budget(args)
     spec = RunSpec(
         benchmark=args.benchmark,
         model=args.model,
@@ -47,6 +54,7 @@ def submit_command(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         max_tokens=args.max_tokens,
         budget_usd=args.budget_usd,
+        max_pair_usd=args.max_pair_usd,
     )
     benchmark = benchmark_of(args)
     tasks = plan_chunks(spec, benchmark)  # every check before anything is written

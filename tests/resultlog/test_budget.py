@@ -91,6 +91,29 @@ def test_a_spent_budget_starts_nothing(
     assert requests_in(log) == []
 
 
+def test_max_pair_usd_bounds_the_first_pairs_unknown_cost(
+    cli_env: dict[str, str], model: tuple[str, Path], unique_name: str
+) -> None:
+    base_url, log = model
+    # One pair costs about 0.00003: said to cost up to 0.0001, none fits in 0.00005.
+    bounded = run(cli_env, unique_name, base_url, 0.00005, "--max-pair-usd", "0.0001")
+    assert bounded.returncode == BUDGET_EXIT, bounded.stderr
+    assert requests_in(log) == []
+    # Without the bound, the first pair (alone) is paid to learn its cost, and no more.
+    learnt = run(cli_env, unique_name + "-learnt", base_url, 0.00005)
+    assert learnt.returncode == BUDGET_EXIT, learnt.stderr
+    assert len(requests_in(log)) == 1
+
+
+def test_max_pair_usd_without_a_budget_is_refused(cli_env: dict[str, str]) -> None:
+    args = ["run", "arith", "--model", MODEL, "--run-id", "r", "--max-pair-usd", "0.1"]
+    refused = run_cli(cli_env, *args)
+    assert refused.returncode != 0
+    assert refused.stderr.strip() == (
+        "resultlog: error: --max-pair-usd bounds a budget's first pairs: give --budget-usd too"
+    )
+
+
 def _key_args(run_key: RunKey) -> list[str]:
     key = run_key
     return ["--run-id", key.run_id, "--benchmark", key.benchmark_id, "--model", key.model]

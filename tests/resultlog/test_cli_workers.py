@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,25 +26,8 @@ from tests.support.work import (
     model_server_process,
     records_of,
     requests_in,
-    start_worker,
     work_env,
 )
-
-
-@pytest.fixture
-def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    """start_worker, with every worker a failing test leaves behind killed at teardown."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-        started.append(start_worker(env, *args))
-        return started[-1]
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.communicate(timeout=30)
 
 
 def _submit(run_id: str, base_url: str, *args: str) -> list[str]:

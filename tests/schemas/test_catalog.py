@@ -26,6 +26,7 @@ def test_shipped_catalog_is_parsed_once() -> None:
         (AGGREGATOR_CHECKPOINT, 1),
         (AGGREGATOR_CHECKPOINT, 2),
         (CHUNK_TASK, 1),
+        (CHUNK_TASK, 2),
         (RUN_INDEX, 1),
         (RUN_SUMMARY, 1),
         (RUN_SUMMARY, 2),

@@ -59,6 +59,10 @@ RELEASED = {
         "0013949bfe8322be",
         "21599d3317287374761fbd76c56470a3916eccb457eba41212012fce62a62a65",
     ),
+    (CHUNK_TASK, 2): (
+        "71d6a08e93b062b0",
+        "bc98e33883db3cbf96e6ab21dc085cfddfdaac823d71c82df9dd72dd538d5a99",
+    ),
     (AGGREGATOR_CHECKPOINT, 1): (
         "fd96d581b292536b",
         "8d61b6fee0882146592bba1f0ddf7a7f44f98e0af9ce6fcdb3d93e0ac280b21c",
