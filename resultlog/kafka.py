@@ -32,6 +32,7 @@ from confluent_kafka import (
     KafkaException,
     Message,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource
@@ -209,6 +210,18 @@ class KafkaConnection:
                 f"cannot read the offsets of group {group_id} on {topic}: {_reason(exc)}"
             ) from exc
         return {tp.partition: tp.offset for tp in found.topic_partitions if tp.offset >= 0}
+
+    def topic_identity(self, topic: str, timeout_s: float = 10.0) -> tuple[str, str]:
+        """The cluster ID and the topic's ID: which exact log a topic name means now (a
+        deleted and re-created topic has a new ID)."""
+        admin = self.admin()
+        try:
+            cluster = admin.describe_cluster(request_timeout=timeout_s).result(timeout_s)
+            found = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
+            description = found[topic].result(timeout_s)
+        except KafkaException as exc:
+            raise KafkaClientError(f"cannot describe {topic}: {_reason(exc)}") from exc
+        return str(cluster.cluster_id), str(description.topic_id)
 
     def partition_count(
         self,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
@@ -68,6 +70,13 @@ class Settings(BaseSettings):
     checkpoints_topic: str = "resultlog.aggregator-checkpoints"
     checkpoint_every_records: int = Field(default=100_000, ge=1)
     checkpoint_interval_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
+    # The aggregator's state directory: each results partition's per-key fold state on disk
+    # (RocksDB), so its memory holds only run totals and `aggregator_cache_keys` hot keys,
+    # and a restart reads only the tail. None: $XDG_STATE_HOME/resultlog (else
+    # ~/.local/state/resultlog).
+    aggregator_state_dir: Path | None = None
+    aggregator_cache_keys: int = Field(default=50_000, ge=1, le=100_000_000)
+    aggregator_save_interval_s: float = Field(default=2.0, gt=0.0, le=3_600.0)
 
     work_topic: str = "resultlog.work"
     work_dlq_topic: str = "resultlog.work.dlq"
@@ -156,6 +165,13 @@ class Settings(BaseSettings):
     def topic_names(self) -> tuple[str, str, str]:
         """The results, summaries and dead-letter topic names."""
         return self.results_topic, self.summaries_topic, self.dlq_topic
+
+    def state_dir(self) -> Path:
+        """The aggregator's state directory: the setting, else the user's state directory."""
+        if self.aggregator_state_dir is not None:
+            return self.aggregator_state_dir
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(base) / "resultlog"
 
     def every_topic(self) -> list[str]:
         """Every topic these settings name, in field order."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -23,7 +24,8 @@ from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
-from resultlog.consumers.aggregator.checkpoint import Checkpoints
+from resultlog.consumers.aggregator._stores import Stores
+from resultlog.consumers.aggregator.checkpoint import Checkpoints, delete_retention_ms
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.summaries import SummaryPublisher
@@ -55,6 +57,7 @@ class ConsumerLoop:
         *,
         stopping: threading.Event,
         publish_interval_s: float,
+        state_dir: Path,
     ) -> None:
         """Check the topics, then subscribe `consumer` (closed on failure)."""
         self.topic = kafka.results_topic
@@ -79,6 +82,10 @@ class ConsumerLoop:
             )
             self._watcher = SummaryWatcher(kafka)
             self._checkpoints = Checkpoints.open(kafka, metrics, results, consumer)
+            self._stores = Stores(
+                kafka, metrics, results, root=state_dir, max_age_ms=delete_retention_ms(kafka)
+            )
+            self._save_interval_s = kafka.settings.aggregator_save_interval_s
             shared.state = AggregatorState(num_partitions=results)
             consumer.subscribe(
                 [self.topic],
@@ -103,6 +110,8 @@ class ConsumerLoop:
                 self._handle(self._receive(wait))
                 if self._checkpoints is not None:
                     self._checkpoints.write_due(self._shared)
+                with self._shared.lock:
+                    self._state.save(self._save_interval_s)
                 self._reconcile()
                 self._compute_wanted()
                 self._publisher.poll()
@@ -171,6 +180,9 @@ class ConsumerLoop:
         """Correct what others wrote on the summaries topic (see _reconcile)."""
         self._watcher.poll()
         with self._shared.lock:
+            for number, partition in self._state.partitions.items():
+                if not partition.caught_up:  # served marked stale until caught up
+                    partition.stale = self._watcher.held(number)
             found = self._watcher.corrections(self._state, utc_now())
             for run_key in found.republish:
                 self._state.republish(run_key)
@@ -309,12 +321,15 @@ class ConsumerLoop:
         self._watcher.close()
         if self._checkpoints is not None:
             self._checkpoints.close()
+        with self._shared.lock:
+            self._state.close()
         self._publisher.flush(10.0)
         self._dlq.flush(10.0)
 
     def _abandon(self) -> None:
         """After a failure: release the clients without publishing anything more."""
         with self._shared.lock:
+            self._state.close()
             self._state.partitions.clear()
         try:
             self._consumer.close()
@@ -329,21 +344,31 @@ class ConsumerLoop:
         if any(p >= self._state.num_partitions for p in fresh):
             self._check_layout(now=True)  # the topic grew: its run keys map elsewhere now
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
-        restored = self._checkpoints.restore(bounds) if self._checkpoints is not None else {}
+        opened = self._stores.open(bounds)
+        unsaved = {p: bounds[p] for p, found in opened.items() if found.next_offset is None}
+        checkpoints = self._checkpoints
+        restored = checkpoints.restore(unsaved) if checkpoints is not None else {}
+        starts: dict[int, int] = {}
         with self._shared.lock:
             self._state.joined = True
             for partition, (low, high) in bounds.items():
-                found = restored.get(partition)
-                if found is None:
-                    self._state.assign(partition, low, high)
+                store = opened[partition].store
+                saved, found = opened[partition].next_offset, restored.get(partition)
+                if saved is not None:
+                    starts[partition] = saved
+                    folds = opened[partition].folds
+                    self._state.restore(partition, high, saved, folds, store)
+                elif found is not None:
+                    starts[partition] = found.next_offset
+                    folds = Stores.fill(store, found.folds, found.next_offset)
+                    self._state.restore(partition, high, found.next_offset, folds, store)
                 else:
-                    self._state.restore(partition, high, found.next_offset, found.folds)
+                    self._state.assign(partition, low, high, store)
         self._metrics.rebuilds.inc(len(fresh))
-        rebuilt = [p for p in fresh if p not in restored]
+        rebuilt = [p for p in fresh if p not in starts]
         if rebuilt:
             log.info("rebuilding partitions %s of %s", rebuilt, self.topic)
-        starts = {p: OFFSET_BEGINNING for p in rebuilt}
-        starts.update({p: found.next_offset for p, found in restored.items()})
+        starts.update({p: OFFSET_BEGINNING for p in rebuilt})
         consumer.incremental_assign([TopicPartition(self.topic, p, o) for p, o in starts.items()])
         self._watcher.assign(fresh)
 

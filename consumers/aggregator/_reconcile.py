@@ -21,6 +21,7 @@ fresher replay is compared with an equally fresh fold, never answered with an ol
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -77,6 +78,10 @@ class SummaryWatcher:
         gone = [p for p in partitions if self._pending.pop(p, None) is not None]
         if gone:
             self._consumer.incremental_unassign([TopicPartition(self.topic, p) for p in gone])
+
+    def held(self, partition: int) -> Mapping[RunKey, Observed]:
+        """The partition's latest values read and not compared yet (live, not a copy)."""
+        return self._pending.get(partition, {})
 
     def poll(self) -> None:
         """Take what arrived without waiting (the latest value per run key wins)."""

@@ -8,6 +8,7 @@ import gc
 import signal
 import ssl
 import sys
+from pathlib import Path
 from typing import Any
 
 from resultlog.cli._args import run_key_part
@@ -42,6 +43,14 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="static group membership: a restarted instance takes its partitions back at once",
     )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the per-partition fold state is kept on disk (default: the setting "
+        "RESULTLOG_AGGREGATOR_STATE_DIR, else $XDG_STATE_HOME/resultlog)",
+    )
     parser.set_defaults(handler=aggregator_command)
 
 
@@ -64,7 +73,9 @@ def aggregator_command(args: argparse.Namespace) -> int:
         settings = kafka.settings
         certificate, key = settings.http_tls_certificate, settings.http_tls_key
         _check_http_tls(certificate, key)
-        aggregator = Aggregator(kafka, group_id=args.group, instance_id=args.instance_id)
+        aggregator = Aggregator(
+            kafka, group_id=args.group, instance_id=args.instance_id, state_dir=args.state_dir
+        )
         app = create_app(aggregator, token=settings.http_token)
         try:
             server = HttpServer(app, host, port, tls_certificate=certificate, tls_key=key)

@@ -27,7 +27,7 @@ from resultlog.consumers.aggregator.checkpoint._read import (
 from resultlog.consumers.aggregator.checkpoint._write import CheckpointWriter, Snapshot
 from resultlog.kafka import KafkaClientError, KafkaConnection, TopicLayoutError
 
-__all__ = ["Checkpoints"]
+__all__ = ["Checkpoints", "delete_retention_ms"]
 
 log = logging.getLogger(__name__)
 _DEFAULT_DELETE_RETENTION_MS = 24 * 60 * 60 * 1000  # Kafka's default
@@ -46,7 +46,7 @@ class Checkpoints:
         self._partitions = partitions
         self._every_records = settings.checkpoint_every_records
         self._interval_s = settings.checkpoint_interval_s
-        self._max_age_ms = _delete_retention_ms(kafka)
+        self._max_age_ms = delete_retention_ms(kafka)
         self._reader = kafka.reader()
         self._writer = CheckpointWriter(
             kafka,
@@ -176,7 +176,7 @@ class Checkpoints:
         self._metrics.checkpoint_write_seconds.inc(seconds)
 
 
-def _delete_retention_ms(kafka: KafkaConnection) -> int:
+def delete_retention_ms(kafka: KafkaConnection) -> int:
     """How long the results topic keeps tombstones: a checkpoint must be younger."""
     resource = ConfigResource(ConfigResource.Type.TOPIC, kafka.results_topic)
     admin = kafka.admin()

@@ -45,7 +45,9 @@ from resultlog.consumers.aggregator.web._source import (
     SummarySource,
     error,
     read_samples,
+    served,
     served_summary,
+    summary_json,
 )
 from resultlog.schemas import DecodeError, RunKey, RunSummary, decode_run_key, encode_run_key
 
@@ -118,15 +120,24 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             query = urlencode({**filters, "limit": limit, "cursor": following})
             headers["X-Next-Cursor"] = following
             headers["Link"] = f'<{request.url.replace(query=query)}>; rel="next"'
-        body = _SUMMARIES.dump_json(found.summaries)
+        if found.stale:
+            body = (
+                b"["
+                + b",".join(summary_json(s, stale=_key(s) in found.stale) for s in found.summaries)
+                + b"]"
+            )
+        else:
+            body = _SUMMARIES.dump_json(found.summaries)
         return Response(body, media_type="application/json", headers=headers)
 
     def get_run(request: Request) -> Response:
         run_key, view = run_route(request.scope["raw_path"])
-        summary = served_summary(source, run_key)
+        found = served(source, run_key)
+        assert found.summary is not None
         if view is None:
-            return Response(summary.model_dump_json(), media_type="application/json")
-        return JSONResponse(read_samples(samples, summary).as_json())
+            body = summary_json(found.summary, stale=found.stale)
+            return Response(body, media_type="application/json")
+        return JSONResponse(read_samples(samples, found.summary).as_json())
 
     def compare(request: Request) -> Response:
         a, b = compare_keys(request.scope["query_string"])
@@ -159,6 +170,10 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             NotServedError: _not_served,
         },
     )
+
+
+def _key(summary: RunSummary) -> RunKey:
+    return RunKey(summary.run_id, summary.benchmark_id, summary.model)
 
 
 def _list_params(request: Request) -> tuple[dict[str, str], int]:

@@ -76,7 +76,8 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
     def runs_part(request: Request) -> Response:
         benchmark = request.query_params.get("benchmark") or None
         model = request.query_params.get("model") or None
-        everything = source.page().summaries
+        found = source.page()
+        everything = found.summaries
         chosen = [
             s
             for s in everything
@@ -92,6 +93,7 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
             benchmarks=sorted({s.benchmark_id for s in everything}),
             models=sorted({s.model for s in everything}),
             query=query,
+            stale=found.stale,
         )
         return HTMLResponse(body, headers=_NO_STORE)
 
