@@ -216,12 +216,15 @@ class KafkaConnection:
         deleted and re-created topic has a new ID)."""
         admin = self.admin()
         try:
-            cluster = admin.describe_cluster(request_timeout=timeout_s).result(timeout_s)
+            # Metadata names the cluster for any client (DescribeCluster may want an ACL).
+            cluster_id = admin.list_topics(topic, timeout=timeout_s).cluster_id
             found = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)
             description = found[topic].result(timeout_s)
         except KafkaException as exc:
             raise KafkaClientError(f"cannot describe {topic}: {_reason(exc)}") from exc
-        return str(cluster.cluster_id), str(description.topic_id)
+        if not cluster_id:
+            raise KafkaClientError(f"the cluster of {topic} did not say its ID")
+        return str(cluster_id), str(description.topic_id)
 
     def partition_count(
         self,

@@ -25,7 +25,7 @@ from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
 from resultlog.consumers.aggregator._stores import Stores
-from resultlog.consumers.aggregator.checkpoint import Checkpoints, delete_retention_ms
+from resultlog.consumers.aggregator.checkpoint import Checkpoints, Restored, delete_retention_ms
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.summaries import SummaryPublisher
@@ -347,7 +347,12 @@ class ConsumerLoop:
         opened = self._stores.open(bounds)
         unsaved = {p: bounds[p] for p, found in opened.items() if found.next_offset is None}
         checkpoints = self._checkpoints
-        restored = checkpoints.restore(unsaved) if checkpoints is not None else {}
+        restored: dict[int, Restored] = {}
+        if checkpoints is not None:
+            identity = self._stores.identity
+            log_id = None if identity is None else (identity.cluster_id, identity.topic_id)
+            checkpoints.identify(log_id)
+            restored = checkpoints.restore(unsaved)
         starts: dict[int, int] = {}
         with self._shared.lock:
             self._state.joined = True

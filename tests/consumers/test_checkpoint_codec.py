@@ -109,6 +109,27 @@ def test_headers_and_keys_round_trip() -> None:
 
 
 @pytest.mark.parametrize(
+    "key",
+    [
+        "resultlog.sample-results/\u00b2/1/w/0",  # isdigit() accepts a superscript two
+        "results/2/\u0663/w/0",  # an Arabic-Indic three
+        "results/2/99999999999999999999/w/0",  # a generation no Avro long holds once raised
+        "results/2/-1/w/0",
+        "results/2/1/w/ 3",
+    ],
+)
+def test_garbage_piece_keys_are_not_pieces(key: str) -> None:
+    assert parse_piece_key(key.encode()) is None
+
+
+def test_a_header_names_the_exact_log() -> None:
+    named = CheckpointId("results", 2, 6, 9, "w1", 12345, "cluster-a", "topic-id")
+    found = decode(encode_header(Header(named, 1, 1_700_000_000_000, 1, 1)))
+    assert isinstance(found, Header)
+    assert (found.id.cluster_id, found.id.topic_id) == ("cluster-a", "topic-id")
+
+
+@pytest.mark.parametrize(
     "value",
     [b"", b"\x00\x00\x00\x00\x01xyz", b"\xc3\x01" + bytes(8) + b"x", None],
     ids=["empty", "registry framing", "unknown fingerprint", "truncated"],

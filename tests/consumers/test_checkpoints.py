@@ -108,7 +108,9 @@ def test_a_checkpoint_past_the_end_is_ignored_with_a_warning(
     write_many(settings, _records(range(0, 30)))
     partition = run_partition(settings, RUNS[0])
     beyond = _ends(settings)[partition] + 1000
-    checkpoint = CheckpointId(settings.results_topic, partition, 3, 7, "forged", beyond)
+    with KafkaConnection(settings) as kafka:
+        log_id = kafka.topic_identity(settings.results_topic)
+    checkpoint = CheckpointId(settings.results_topic, partition, 3, 7, "forged", beyond, *log_id)
     value = encode_header(Header(checkpoint, 0, 2**62, 0, 0))
     key = header_key(settings.results_topic, partition)
     produce_raw(settings, [(key, value, partition)], settings.checkpoints_topic)

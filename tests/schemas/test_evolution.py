@@ -62,6 +62,10 @@ RELEASED = {
         "fd96d581b292536b",
         "8d61b6fee0882146592bba1f0ddf7a7f44f98e0af9ce6fcdb3d93e0ac280b21c",
     ),
+    (AGGREGATOR_CHECKPOINT, 2): (
+        "dc43a2e0f96d301f",
+        "ee1161db86dbf8914ab3860df96aa35fb9f9aa05f985b5fa3f468474df3406c0",
+    ),
 }
 
 

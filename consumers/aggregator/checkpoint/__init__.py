@@ -9,5 +9,6 @@ from resultlog.consumers.aggregator.checkpoint._checkpoints import (
     Checkpoints,
     delete_retention_ms,
 )
+from resultlog.consumers.aggregator.checkpoint._read import Restored
 
-__all__ = ["Checkpoints", "delete_retention_ms"]
+__all__ = ["Checkpoints", "Restored", "delete_retention_ms"]

@@ -56,6 +56,13 @@ class Checkpoints:
             on_failed=metrics.checkpoint_failures.inc,
         )
         self._covered: dict[int, tuple[int, float]] = {}  # partition -> (offset, when)
+        self._log_id: tuple[str, str] | None = None
+
+    def identify(self, log_id: tuple[str, str] | None) -> None:
+        """The exact log (cluster ID, results topic ID) checkpoints are written for and must
+        name to be restored (None: unknown, nothing restored)."""
+        self._log_id = log_id
+        self._writer.log_id = log_id
 
     @classmethod
     def open(
@@ -88,6 +95,7 @@ class Checkpoints:
             partitions=self._partitions,
             wanted=bounds,
             max_age_ms=self._max_age_ms,
+            log_id=self._log_id,
         )
         restored: dict[int, Restored] = {}
         now = time.monotonic()

@@ -12,6 +12,7 @@ bytes, so a restored fold holds the same bits as the one that was written.
 from __future__ import annotations
 
 import io
+import re
 import sys
 from array import array
 from collections.abc import Iterator, Sequence
@@ -25,6 +26,7 @@ from resultlog.schemas import RunKey, ScoreValue, shipped_catalog
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_GENERATION",
     "CheckpointError",
     "CheckpointId",
     "Header",
@@ -40,6 +42,10 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+# Generations beyond this are garbage, never numbered after: a writer adds one to the highest
+# it saw, and an Avro long must hold the result.
+MAX_GENERATION = 10**15
+_NUMBER = re.compile(r"[0-9]{1,16}")
 _SCHEMA = shipped_catalog().current("resultlog.AggregatorCheckpoint")
 _PREFIX = b"\xc3\x01" + _SCHEMA.fingerprint
 _HEADER = "resultlog.CheckpointHeader"
@@ -65,6 +71,8 @@ class CheckpointId:
     generation: int
     writer: str
     next_offset: int
+    cluster_id: str = ""  # the exact log: cluster and topic ID ("" unknown: never restored)
+    topic_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,12 +107,15 @@ def piece_key(checkpoint: CheckpointId, index: int) -> bytes:
 
 
 def parse_piece_key(key: bytes) -> tuple[str, int, int, str, int] | None:
-    """(results topic, partition, generation, writer, index) of a piece key; None otherwise."""
+    """(results topic, partition, generation, writer, index) of a piece key; None for any
+    other key (ASCII digits only, generations at most MAX_GENERATION)."""
     parts = key.decode("utf-8", "replace").split("/")
     if len(parts) != 5:
         return None
     topic, partition, generation, writer, index = parts
-    if not (partition.isdigit() and generation.isdigit() and index.isdigit()):
+    if not all(_NUMBER.fullmatch(part) for part in (partition, generation, index)):
+        return None
+    if int(generation) > MAX_GENERATION:
         return None
     return topic, int(partition), int(generation), writer, int(index)
 
@@ -145,6 +156,8 @@ def decode(value: bytes) -> Header | Piece:
             datum["generation"],
             datum["writer"],
             datum["next_offset"],
+            datum["cluster_id"],
+            datum["topic_id"],
         )
         kind, body = datum["body"]
         if kind == _HEADER:
@@ -177,6 +190,8 @@ def _encode(checkpoint: CheckpointId, body: tuple[str, dict[str, Any]]) -> bytes
         "generation": checkpoint.generation,
         "writer": checkpoint.writer,
         "next_offset": checkpoint.next_offset,
+        "cluster_id": checkpoint.cluster_id,
+        "topic_id": checkpoint.topic_id,
         "body": body,
     }
     out = io.BytesIO()

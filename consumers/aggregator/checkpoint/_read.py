@@ -1,9 +1,10 @@
 """Read back a partition's latest complete checkpoint, or say in one line why it cannot be used.
 
-A checkpoint is used only if its header is the partition's newest, names this results topic,
-partition and partition count, covers an offset between the partition's log start and its
-high watermark, is younger than the results topic's delete.retention.ms (older, tombstones in
-the tail may have been compacted away), and every piece it names is there and decodes.
+A checkpoint is used only if its header is the partition's newest, names this exact log (the
+cluster ID, the results topic and its ID, partition and partition count), covers an offset
+between the partition's log start and its high watermark, is younger than the results topic's
+delete.retention.ms (older, tombstones in the tail may have been compacted away), and every
+piece it names is there and decodes. Keys of any other shape are skipped, never fatal.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from resultlog.consumers.aggregator.checkpoint._codec import (
+    MAX_GENERATION,
     CheckpointError,
     Header,
     Piece,
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 _READ_TIMEOUT_S = 60.0
 
 Bounds = tuple[int, int | None]  # a results partition's log start and high watermark
+_Log = tuple[str, int, tuple[str, str] | None]  # results topic, partitions, (cluster, topic ID)
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,10 @@ def read_checkpoints(
     partitions: int,
     wanted: dict[int, Bounds],
     max_age_ms: int,
+    log_id: tuple[str, str] | None,
 ) -> dict[int, Found]:
-    """Each wanted results partition's checkpoint, read from the checkpoints `topic`."""
+    """Each wanted results partition's checkpoint, read from the checkpoints `topic`; only
+    one naming the log `log_id` (cluster ID, topic ID; None: unknown) can be used."""
     scans = {partition: _Scan() for partition in wanted}
     try:
         count = len(reader.list_topics(topic, timeout=10.0).topics[topic].partitions)
@@ -88,8 +93,9 @@ def read_checkpoints(
         reason = Unusable("unreadable", f"cannot read {topic}: {exc}")
         return {partition: Found(reason) for partition in wanted}
     now_ms = int(time.time() * 1000)
+    oldest_ms = now_ms - max_age_ms
     return {
-        partition: _found(scans[partition], results_topic, partitions, bounds, now_ms - max_age_ms)
+        partition: _found(scans[partition], (results_topic, partitions, log_id), bounds, oldest_ms)
         for partition, bounds in wanted.items()
     }
 
@@ -135,6 +141,8 @@ def _take(
                 found = decode(value)
                 if not isinstance(found, Header):
                     raise CheckpointError("a piece under a header key")
+                if not 0 <= found.id.generation <= MAX_GENERATION:
+                    raise CheckpointError(f"generation {found.id.generation} is out of range")
                 scan.header = found
             except CheckpointError as exc:
                 scan.corrupt = str(exc)
@@ -152,13 +160,7 @@ def _take(
         pieces[index] = (key, value)
 
 
-def _found(
-    scan: _Scan,
-    results_topic: str,
-    partitions: int,
-    bounds: Bounds,
-    oldest_ms: int,
-) -> Found:
+def _found(scan: _Scan, log: _Log, bounds: Bounds, oldest_ms: int) -> Found:
     header = scan.header
     chosen = (header.id.generation, header.id.writer) if header is not None else None
     stale = [
@@ -169,7 +171,7 @@ def _found(
     ]
     generation = max(scan.generation, header.id.generation if header is not None else 0)
     try:
-        outcome: Restored | Unusable = _restore(scan, results_topic, partitions, bounds)
+        outcome: Restored | Unusable = _restore(scan, log, bounds)
     except CheckpointError as exc:
         outcome = Unusable("corrupt", str(exc))
     if isinstance(outcome, Restored) and header is not None and header.written_at_ms < oldest_ms:
@@ -181,10 +183,9 @@ def _found(
     return Found(outcome, generation, stale)
 
 
-def _restore(
-    scan: _Scan, results_topic: str, partitions: int, bounds: Bounds
-) -> Restored | Unusable:
+def _restore(scan: _Scan, log: _Log, bounds: Bounds) -> Restored | Unusable:
     """The folds of the scan's newest header, or why it cannot be used."""
+    results_topic, partitions, log_id = log
     header = scan.header
     if header is None:
         if scan.corrupt is not None:
@@ -196,6 +197,9 @@ def _restore(
             "foreign",
             f"written for {checkpoint.results_topic} with {checkpoint.partitions} partitions",
         )
+    unusable = _other_log(checkpoint.cluster_id, checkpoint.topic_id, log_id)
+    if unusable is not None:
+        return unusable
     low, high = bounds
     if high is None or checkpoint.next_offset > high:
         return Unusable(
@@ -217,3 +221,14 @@ def _restore(
     if len(folds) != header.runs:
         raise CheckpointError(f"{len(folds)} runs where the header says {header.runs}")
     return Restored(checkpoint.next_offset, folds, header.contributions)
+
+
+def _other_log(cluster_id: str, topic_id: str, log_id: tuple[str, str] | None) -> Unusable | None:
+    """Why a checkpoint naming (cluster_id, topic_id) is not provably of the log `log_id`."""
+    if log_id is None or not cluster_id or not topic_id:
+        return Unusable("foreign_topic", "it or this log does not name its cluster and topic ID")
+    if cluster_id != log_id[0]:
+        return Unusable("foreign_cluster", f"written from cluster {cluster_id!r}")
+    if topic_id != log_id[1]:
+        return Unusable("foreign_topic", f"written for topic ID {topic_id}, a topic deleted since")
+    return None

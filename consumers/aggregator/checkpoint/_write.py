@@ -63,6 +63,7 @@ class CheckpointWriter:
         self._on_written = on_written
         self._on_failed = on_failed
         self._writer = uuid.uuid4().hex[:16]
+        self.log_id: tuple[str, str] | None = None  # (cluster ID, topic ID) to name
         self._producer = kafka.durable_producer()
         self._changed = threading.Condition()
         self._pending: dict[int, Snapshot] = {}
@@ -134,6 +135,7 @@ class CheckpointWriter:
         with self._changed:
             generation = self._generation.get(partition, 0) + 1
             self._generation[partition] = generation
+        cluster_id, topic_id = self.log_id or ("", "")
         checkpoint = CheckpointId(
             self._results_topic,
             partition,
@@ -141,6 +143,8 @@ class CheckpointWriter:
             generation,
             self._writer,
             snapshot.next_offset,
+            cluster_id,
+            topic_id,
         )
         pieces = encode_pieces(checkpoint, snapshot.runs)
         keys = [piece_key(checkpoint, index) for index in range(len(pieces))]
