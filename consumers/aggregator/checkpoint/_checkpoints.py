@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import ConfigResource
 
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._state import Shared
+from resultlog.consumers.aggregator.checkpoint._codec import RunRows
 from resultlog.consumers.aggregator.checkpoint._read import (
     Bounds,
     Restored,
@@ -161,7 +163,13 @@ class Checkpoints:
                 state = shared.state.partitions.get(number)
                 if state is None:
                     continue
-                runs = [(key, run.fold.contributions()) for key, run in state.runs.items()]
+                runs: Iterable[RunRows]
+                if state.store is not None:
+                    # Flushed, then read from a snapshot of the store on the writer's thread.
+                    state.store.flush(state.position)
+                    runs = state.store.runs()
+                else:
+                    runs = [(key, run.fold.contributions()) for key, run in state.runs.items()]
                 snapshots.append(Snapshot(number, state.position, runs))
         self._metrics.checkpoint_snapshot_seconds.inc(time.perf_counter() - started)
         now = time.monotonic()
