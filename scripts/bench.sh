@@ -20,7 +20,9 @@ if $quick; then
   ingest_args=(--records 100000)
   write_args=(--rounds 2)
   rebuild_args=(--records 100000) peer_args=(--records 100000) memory_args=() fold_args=()
-  modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory write_path)
+  state_args=(--records 100000,300000)
+  modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory write_path
+    aggregator_state)
 else
   echo "make bench: about 20 minutes on an idle 2-core machine (100k and 1M records; scale-out)"
   replay_args=(--records 100000,1000000 --topic "$shared_topic" --profile)
@@ -29,8 +31,9 @@ else
   ingest_args=(--records 200000)
   write_args=(--rounds 3 --profile)
   rebuild_args=(--records 100000,1000000) peer_args=(--records 100000) memory_args=() fold_args=()
+  state_args=(--records 1000000,3000000)
   modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory peer_quix
-    write_path scale)
+    write_path scale aggregator_state)
 fi
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
 
@@ -61,6 +64,7 @@ for module in "${modules[@]}"; do
     peer_quix) args=("${peer_args[@]}") ;;
     fold_memory) args=("${memory_args[@]}") ;;
     fold_decode) args=("${fold_args[@]}") ;;
+    aggregator_state) args=("${state_args[@]}") ;;
     *) args=() ;;
   esac
   printf '\n== benchmarks/%s.py %s (at %ds)\n' "$module" "${args[*]}" $((SECONDS - started))

@@ -22,11 +22,12 @@ _V = TypeVar("_V")
 
 
 class _StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
-    """Entries under one prefix of a partition store; `count` is kept, never scanned."""
+    """Entries under one prefix of a partition store; `count` is kept, never scanned (None:
+    unknown, for a resumed map that never needed it)."""
 
     __slots__ = ("_prefix", "_store", "count")
 
-    def __init__(self, store: PartitionStore, prefix: bytes, count: int = 0) -> None:
+    def __init__(self, store: PartitionStore, prefix: bytes, count: int | None = 0) -> None:
         self._store = store
         self._prefix = prefix
         self.count = count
@@ -49,17 +50,18 @@ class _StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
 
     def __setitem__(self, key: _K, value: _V) -> None:
         raw = self._key(key)
-        if self._store.load(raw, self._decode) is None:
+        if self._store.load(raw, self._decode) is None and self.count is not None:
             self.count += 1
-        self._store.save(raw, value)
+        self._store.save(raw, value, self._prefix)
 
     def pop(self, key: _K, default: _V | None = None) -> _V | None:  # type: ignore[override]
         raw = self._key(key)
         value = self._store.load(raw, self._decode)
         if value is None:
             return default
-        self.count -= 1
-        self._store.save(raw, None)
+        if self.count is not None:
+            self.count -= 1
+        self._store.save(raw, None, self._prefix)
         return value
 
     def __delitem__(self, key: _K) -> None:
@@ -73,12 +75,16 @@ class _StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
         raise TypeError("a store mapping is read by key or by values()")
 
     def __len__(self) -> int:
+        if self.count is None:
+            raise TypeError("this mapping does not know its size")
         return self.count
 
     def clear(self) -> None:
         """Remove every entry under the prefix."""
+        if self.count == 0:
+            return  # nothing to scan for: a new run's first records cost no scan
         for raw, _ in self._store.scan(self._prefix, self._decode):
-            self._store.save(raw, None)
+            self._store.save(raw, None, self._prefix)
         self.count = 0
 
 

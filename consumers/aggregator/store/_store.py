@@ -110,6 +110,7 @@ class PartitionStore:
         self._limit = max(cache_keys, 1)
         self._clean: OrderedDict[bytes, Any] = OrderedDict()
         self._dirty: dict[bytes, Any] = {}
+        self._dirty_under: dict[bytes, set[bytes]] = {}  # map prefix -> its pending keys
         self._unsaved: dict[RunKey, RunFold] = {}
         self.scratch = False  # a private copy (the shared one was locked): removed on close
         self.flushed_at = time.monotonic()
@@ -133,18 +134,22 @@ class PartitionStore:
             clean.popitem(last=False)
         return value
 
-    def save(self, key: bytes, value: object) -> None:
-        """Set (None: delete) `key`, in memory until the next flush."""
+    def save(self, key: bytes, value: object, prefix: bytes) -> None:
+        """Set (None: delete) `key` (under a map's `prefix`), in memory until the next flush."""
         self._dirty[key] = value
+        under = self._dirty_under.get(prefix)
+        if under is None:
+            under = self._dirty_under[prefix] = set()
+        under.add(key)
 
     def scan(self, prefix: bytes, decode: Callable[[bytes], _V]) -> list[tuple[bytes, _V]]:
         """Every (key, value) under `prefix`, pending writes included."""
         found: dict[bytes, Any] = {}
         for key, raw in self._items(prefix):
             found[key] = raw
-        for key, value in self._dirty.items():
-            if key.startswith(prefix):
-                found[key] = value
+        dirty = self._dirty
+        for key in self._dirty_under.get(prefix, ()):
+            found[key] = dirty[key]
         out = []
         for key, held in found.items():
             value = decode(held) if isinstance(held, bytes) else held
@@ -212,6 +217,7 @@ class PartitionStore:
         while len(clean) > self._limit:
             clean.popitem(last=False)
         self._dirty.clear()
+        self._dirty_under.clear()
         self._unsaved.clear()
         self.flushed_at = time.monotonic()
 
@@ -231,7 +237,7 @@ class PartitionStore:
             run_key = run_of_totals(key)
             state, latest_count = decode_totals(raw)
             latest = LatestMap(self, run_prefix(LATEST, run_key), latest_count)
-            samples = SampleMap(self, run_prefix(SAMPLES, run_key))
+            samples = SampleMap(self, run_prefix(SAMPLES, run_key), None)
             folds[run_key] = RunFold.resume(run_key, state, latest, samples.emptied(), samples)
         return folds
 
@@ -267,6 +273,7 @@ class PartitionStore:
             Rdict.destroy(str(self.path), db_options())
         self._clean.clear()
         self._dirty.clear()
+        self._dirty_under.clear()
 
     def _items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return _prefixed(self._db.iter(), prefix)
