@@ -9,6 +9,7 @@ from pathlib import Path
 from resultlog.consumers import RunFold
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.aggregator._state import AggregatorState
+from resultlog.consumers.aggregator.web._html import runs_part
 from resultlog.consumers.aggregator.web._source import summary_json
 from resultlog.schemas import RecordId, RunKey, SampleResult, partition_for
 from resultlog.settings import Settings
@@ -50,6 +51,8 @@ def test_a_rebuilding_partition_serves_the_topics_summary_marked_stale() -> None
     assert page.stale == frozenset({RUNS[0]})
     body = summary_json(published, stale=True)
     assert body.startswith(b'{"stale":true,"format_version"')
+    html = runs_part(page.summaries, {}, benchmarks=[], models=[], query="", stale=page.stale)
+    assert html.count('class="badge stale"') == 1
     state.put(partition, 9, RecordId(RUNS[0], 0, 0), _record(RUNS[0]))  # caught up
     found = state.lookup(RUNS[0], now, compute=True)
     assert found is not None and not found.stale and found.summary is not None
