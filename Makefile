@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+DOCS_ADDR ?= 127.0.0.1:8000
 
-.PHONY: help install test test-faults lint format demo page page-down bench bench-quick kafka-up kafka-down clean
+.PHONY: help install test test-faults lint format docs demo page page-down bench bench-quick kafka-up kafka-down clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -12,7 +13,8 @@ help: ## list the targets
 $(BIN)/resultlog: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	@# setuptools explains editable installs in a banner on every install: nothing to act on.
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
 install: $(BIN)/resultlog ## create .venv and install resultlog with its test and lint tools
@@ -23,10 +25,14 @@ test: install ## run the test suite against a real Kafka (RESULTLOG_BOOTSTRAP_SE
 test-faults: install ## run the fault-injection tier (restarts, compaction, hostile input)
 	$(BIN)/pytest -m faults $(PYTEST_ARGS)
 
-lint: install ## ruff (lint and format check) and mypy
+lint: install ## ruff (lint and format check), mypy, and the docs site built with --strict
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/typecheck.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs: install ## serve the documentation site with live reload (DOCS_ADDR=HOST:PORT chooses)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr $(DOCS_ADDR)
 
 format: install ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
@@ -55,4 +61,4 @@ kafka-down: install ## stop the local broker
 	$(BIN)/resultlog kafka down
 
 clean: ## remove the virtualenv and caches (not the Kafka jar cache)
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build/site

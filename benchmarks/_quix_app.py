@@ -6,7 +6,7 @@ group until it has processed `--count` records, keeps in Quix state (RocksDB), p
 the latest record of each (sample, epoch) and the run's fold: counts per score value, per
 sample the mean over its non-S epochs (`score.numeric` when set, else C=1, I=0), accuracy =
 mean of the per-sample values, exact (`Fraction`) and rounded once. Every record of the
-benchmark lies inside its run's shape, so DESIGN's rule 8 never applies. Prints one JSON line.
+benchmark lies inside its run's shape, so design rule 8 never applies. Prints one JSON line.
 
     python _quix_app.py --bootstrap HOST:PORT --topic T --schema S.avsc --count N --state-dir D
 """

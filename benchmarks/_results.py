@@ -2,9 +2,10 @@
 
 Each benchmark prints a `Result` as one aligned line and appends it as a JSON line to the
 results file (`--results FILE`, or RESULTLOG_BENCH_RESULTS); `scripts/bench.sh` prints every
-line of that file as one table at the end:
+line of that file as one table at the end, and writes it to the documentation's performance
+page (docs/_generated/bench.md):
 
-    .venv/bin/python -m benchmarks._results FILE
+    .venv/bin/python -m benchmarks._results FILE [--markdown OUT --context TEXT]
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["Goal", "Result", "add_results_argument", "report"]
+__all__ = ["Goal", "Result", "add_results_argument", "report", "table_lines", "write_markdown"]
 
 ENV = "RESULTLOG_BENCH_RESULTS"
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
@@ -128,7 +129,7 @@ def _goal(goal: Goal | None, unit: str) -> str:
     return f"{goal.op} {_amount(goal.bound, unit)}"
 
 
-def print_table(path: Path) -> None:
+def table_lines(path: Path) -> list[str]:
     """Every result line of the file as one Markdown table (also readable in a terminal)."""
     rows = [_HEAD]
     for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
@@ -142,10 +143,31 @@ def print_table(path: Path) -> None:
         what = result.what + (f" (vs {result.baseline_what})" if result.baseline_what else "")
         rows.append((what, *_cells(result)[1:]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEAD))]
+    lines = []
     for n, row in enumerate(rows):
-        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) + " |")
+        cells = (cell.replace("|", "\\|").ljust(w) for cell, w in zip(row, widths, strict=True))
+        lines.append("| " + " | ".join(cells) + " |")
         if n == 0:
-            print("| " + " | ".join("-" * w for w in widths) + " |")
+            lines.append("| " + " | ".join("-" * w for w in widths) + " |")
+    return lines
+
+
+def print_table(path: Path) -> None:
+    """Print the file's table."""
+    print("\n".join(table_lines(path)))
+
+
+def write_markdown(path: Path, out: Path, context: str) -> None:
+    """Write the file's table to `out` (the docs' performance table) under a line of context.
+
+    Written whole to a temporary file, then renamed, so a reader never sees half a table.
+    """
+    head = f"<!-- Written by scripts/bench.sh (make bench); do not edit. -->\n\n{context}\n\n"
+    text = head + "\n".join(table_lines(path)) + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(out)
 
 
 def record_failure(path: Path, what: str, reason: str) -> None:
@@ -155,15 +177,20 @@ def record_failure(path: Path, what: str, reason: str) -> None:
 
 
 def main() -> int:
-    """`FILE`: print the table; `FILE --failed WHAT REASON`: record a failed benchmark."""
+    """`FILE`: print the table; `--markdown OUT --context TEXT`: also write it to OUT;
+    `FILE --failed WHAT REASON`: record a failed benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", type=Path)
     parser.add_argument("--failed", nargs=2, metavar=("WHAT", "REASON"))
+    parser.add_argument("--markdown", type=Path, metavar="OUT", help="also write the table here")
+    parser.add_argument("--context", default="", help="the line written above that table")
     args = parser.parse_args()
     if args.failed:
         record_failure(args.file, *args.failed)
-    else:
-        print_table(args.file)
+        return 0
+    print_table(args.file)
+    if args.markdown is not None:
+        write_markdown(args.file, args.markdown, args.context)
     return 0
 
 

@@ -10,6 +10,7 @@ from resultlog.schemas import (
     DecodeError,
     FoldFields,
     FoldView,
+    Location,
     RecordId,
     RunKey,
     SampleResult,
@@ -18,51 +19,27 @@ from resultlog.schemas import (
 __all__ = ["decode_contribution", "decode_value", "decode_view"]
 
 
-def decode_value(
-    codec: Codec,
-    key: RecordId,
-    value: bytes,
-    *,
-    topic: str,
-    partition: int,
-    offset: int,
-) -> SampleResult:
-    """The record in `value`, checked against the record id of its key."""
-    record = codec.decode_sample_result(value, topic=topic, partition=partition, offset=offset)
-    _check_key(record, key, value, topic=topic, partition=partition, offset=offset)
+def decode_value(codec: Codec, key: RecordId, value: bytes, at: Location) -> SampleResult:
+    """The record in `value`, read at `at`, checked against the record id of its key."""
+    record = codec.decode_sample_result(value, at=at)
+    _check_key(record, key, value, at)
     return record
 
 
-def decode_view(
-    codec: Codec,
-    key: RecordId,
-    value: bytes,
-    *,
-    topic: str,
-    partition: int,
-    offset: int,
-) -> FoldView:
+def decode_view(codec: Codec, key: RecordId, value: bytes, at: Location) -> FoldView:
     """The fold view of the record in `value`, checked against the record id of its key."""
-    view = codec.decode_fold_view(value, topic=topic, partition=partition, offset=offset)
-    _check_key(view, key, value, topic=topic, partition=partition, offset=offset)
+    view = codec.decode_fold_view(value, at=at)
+    _check_key(view, key, value, at)
     return view
 
 
-def decode_contribution(
-    codec: Codec,
-    key: RecordId,
-    value: bytes,
-    *,
-    topic: str,
-    partition: int,
-    offset: int,
-) -> Contribution:
+def decode_contribution(codec: Codec, key: RecordId, value: bytes, at: Location) -> Contribution:
     """What the record in `value` adds to its run, checked against the record id of its key
     (accepts and refuses exactly what `decode_view` does, without building a FoldView)."""
-    fields = codec.decode_fold_fields(value, topic=topic, partition=partition, offset=offset)
+    fields = codec.decode_fold_fields(value, at=at)
     identity = (fields["run_id"], fields["benchmark_id"], fields["model"])
     if not _agrees(key, identity, fields["sample_index"], fields["epoch"]):
-        _mismatch(key, _FieldsId(fields), value, topic=topic, partition=partition, offset=offset)
+        _mismatch(key, _FieldsId(fields), value, at)
     return Contribution.of_fields(fields)
 
 
@@ -75,19 +52,11 @@ class _FieldsId:
         self.epoch = fields["epoch"]
 
 
-def _check_key(
-    record: SampleResult | FoldView,
-    key: RecordId,
-    value: bytes,
-    *,
-    topic: str,
-    partition: int,
-    offset: int,
-) -> None:
+def _check_key(record: SampleResult | FoldView, key: RecordId, value: bytes, at: Location) -> None:
     """Refuse a value whose run key, sample index or epoch is not its key's."""
     identity = (record.run_id, record.benchmark_id, record.model)
     if not _agrees(key, identity, record.sample_index, record.epoch):
-        _mismatch(key, record, value, topic=topic, partition=partition, offset=offset)
+        _mismatch(key, record, value, at)
 
 
 def _agrees(key: RecordId, identity: tuple[str, str, str], sample_index: int, epoch: int) -> bool:
@@ -102,20 +71,12 @@ def _agrees(key: RecordId, identity: tuple[str, str, str], sample_index: int, ep
 
 
 def _mismatch(
-    key: RecordId,
-    record: SampleResult | FoldView | _FieldsId,
-    value: bytes,
-    *,
-    topic: str,
-    partition: int,
-    offset: int,
+    key: RecordId, record: SampleResult | FoldView | _FieldsId, value: bytes, at: Location
 ) -> NoReturn:
     """Refuse a value whose identity is not its key's."""
     raise DecodeError(
         f"key names {key.run_key} sample {key.sample_index} epoch {key.epoch} but the value is "
         f"{record.run_key} sample {record.sample_index} epoch {record.epoch}",
         value,
-        topic=topic,
-        partition=partition,
-        offset=offset,
+        at,
     )

@@ -14,6 +14,7 @@ from resultlog.schemas import (
     Codec,
     ConfigurationError,
     DecodeError,
+    Location,
     RecordId,
     decode_key,
     partition_for,
@@ -49,7 +50,7 @@ def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
     try:
         record_id = decode_key(key if key is not None else b"")
     except DecodeError as exc:
-        error = exc.at(message.topic() or "", partition, offset)
+        error = exc.at(Location(message.topic() or "", partition, offset))
         poison = Poison(reason_kind(error), str(error))
         return Ingested(partition, offset, key, value, None, None, poison)
     expected = partition_for(record_id.run_key, num_partitions)
@@ -60,9 +61,8 @@ def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
     if value is None:
         return Ingested(partition, offset, key, value, record_id, None, None)
     try:
-        contribution = decode_contribution(
-            codec, record_id, value, topic=message.topic() or "", partition=partition, offset=offset
-        )
+        at = Location(message.topic() or "", partition, offset)
+        contribution = decode_contribution(codec, record_id, value, at)
     except ConfigurationError:
         raise  # a misconfigured reader stops: good records are never dead-lettered for it
     except DecodeError as exc:

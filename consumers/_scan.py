@@ -1,15 +1,16 @@
-"""Read partitions from their beginning up to the high watermarks taken when reading starts."""
+"""Read partitions from their beginning up to the high watermarks taken when reading starts,
+or one partition's offset ranges."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from resultlog.consumers.errors import ConsumerError
 
-__all__ = ["scan"]
+__all__ = ["scan", "scan_ranges"]
 
 _BATCH = 10_000
 _POLL_S = 0.1
@@ -37,8 +38,53 @@ def _messages(
     if not ends:
         return
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+    for batch in _batches(consumer, topic, timeout_s):
+        for message in batch:
+            partition, offset = message.partition(), message.offset()
+            if partition not in ends or offset is None or offset >= ends[partition]:
+                continue
+            if offset >= ends[partition] - 1:
+                del ends[partition]
+            yield message
+        if not ends:
+            return
+
+
+def scan_ranges(
+    consumer: Consumer,
+    topic: str,
+    partition: int,
+    ranges: Sequence[tuple[int, int]],
+    timeout_s: float,
+) -> Iterator[Message]:
+    """The messages of one partition whose offsets lie in the sorted, disjoint half-open
+    `ranges`, in offset order; each range ends below the partition's high watermark."""
+    next_offset = 0  # never yield an offset twice, whatever a fetch delivers late
+    for start, end in ranges:
+        if end <= max(start, next_offset):
+            continue
+        consumer.assign([TopicPartition(topic, partition, max(start, next_offset))])
+        for batch in _batches(consumer, topic, timeout_s):
+            for message in batch:
+                offset = message.offset()
+                if message.partition() != partition or offset is None:
+                    continue
+                if offset < max(start, next_offset):
+                    continue
+                # Compaction leaves holes: the first offset past the range ends it too.
+                next_offset = offset + 1 if offset < end else end
+                if offset >= end:
+                    break
+                yield message
+            if next_offset >= end:
+                break
+
+
+def _batches(consumer: Consumer, topic: str, timeout_s: float) -> Iterator[list[Message]]:
+    """Batches of the assigned partitions' messages (errors raised), endlessly; fails after
+    `timeout_s` without any."""
     deadline = time.monotonic() + timeout_s
-    while ends:
+    while True:
         # consume() waits until the batch is full or the timeout passes: keep the wait short.
         batch = consumer.consume(num_messages=_BATCH, timeout=_POLL_S)
         if batch:
@@ -49,9 +95,4 @@ def _messages(
             error = message.error()
             if error is not None:
                 raise KafkaException(error)
-            partition, offset = message.partition(), message.offset()
-            if partition not in ends or offset is None or offset >= ends[partition]:
-                continue
-            if offset >= ends[partition] - 1:
-                del ends[partition]
-            yield message
+        yield batch

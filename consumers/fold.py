@@ -8,7 +8,7 @@ correctly rounded mean. Counts are integers. The result depends only on the set 
 records, never on their order, duplicates or restarts, and applying or removing one record
 updates the totals in O(1): a summary is never re-folded.
 
-Rules (DESIGN.md, "The fold" and rule 8): the run's shape is the `epochs` and `dataset_size`
+Rules (docs/design.md, rules 8, 12 and 13): the run's shape is the `epochs` and `dataset_size`
 of its newest record (greatest created_at, ties broken by key); records outside it are folded
 by no one and counted as `out_of_shape`. `spent_cost` is the one total over every latest
 record, in shape or not: money spent stays spent.

@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException
 
 from resultlog.consumers._decode import decode_value
-from resultlog.consumers._scan import scan
+from resultlog.consumers._run_read import read_run
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
     DecodeError,
+    Location,
     RunKey,
     SampleResult,
     decode_key,
     encode_key,
-    partition_for,
 )
 
 __all__ = ["KeyHistory", "read_key_histories"]
@@ -62,25 +62,21 @@ def read_key_histories(
     """
     wanted = {encode_key(run_key, index, epoch) for index, epoch in pairs}
     topic = kafka.results_topic
-    consumer = kafka.reader()
     values: dict[bytes, list[tuple[int, bytes]]] = {key: [] for key in wanted}
     try:
-        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
-        partition = partition_for(run_key, count)
-        _, messages = scan(consumer, topic, [partition], timeout_s)
-        for message in messages:
-            key = message.key()
-            if key not in wanted:
-                continue
-            value = message.value()
-            if value is None:  # deleted: what came before no longer counts
-                values[key].clear()
-            else:
-                values[key].append((message.offset() or 0, value))
+        with read_run(kafka, run_key, timeout_s) as found:
+            partition = found.partition
+            for message in found.messages:
+                key = message.key()
+                if key not in wanted:
+                    continue
+                value = message.value()
+                if value is None:  # deleted: what came before no longer counts
+                    values[key].clear()
+                else:
+                    values[key].append((message.offset() or 0, value))
     except KafkaException as exc:
         raise ConsumerError(f"cannot read {topic} for {run_key}: {exc.args[0]}") from exc
-    finally:
-        consumer.close()
     codec = kafka.codec
     histories = {}
     for key, versions in values.items():
@@ -90,9 +86,7 @@ def read_key_histories(
         completed: tuple[SampleResult, bytes] | None = None
         for position, (offset, value) in enumerate(reversed(versions)):
             try:
-                record = decode_value(
-                    codec, record_id, value, topic=topic, partition=partition, offset=offset
-                )
+                record = decode_value(codec, record_id, value, Location(topic, partition, offset))
             except DecodeError:
                 continue
             latest = record if position == 0 else latest

@@ -38,7 +38,16 @@ from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 
-__all__ = ["Lease", "LeaseError", "LeaseHeldError", "RunLease", "claim_lease", "live_leases"]
+__all__ = [
+    "Lease",
+    "LeaseError",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "RunLease",
+    "claim_lease",
+    "fence_lease",
+    "live_leases",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +79,11 @@ class LeaseHeldError(LeaseError):
             f"(expires in {expires_in:.0f}s unless renewed); wait for it to finish or expire"
         )
         self.holder = holder
+
+
+class LeaseLostError(LeaseError):
+    """This process's lease expired before it could renew it (a stall, Kafka unreachable):
+    another writer may hold the range now, so this one must start nothing more."""
 
 
 class Lease(BaseModel):
@@ -130,6 +144,10 @@ class RunLease:
         )
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        # Set when another process took the lease over (a forced purge): stop writing.
+        self.lost = threading.Event()
+        self.fenced_by = ""
+        self._lost = False
 
     def claim(self) -> None:
         """Claim the range, or raise LeaseHeldError naming the holder that came first."""
@@ -147,8 +165,19 @@ class RunLease:
         self._renewer.daemon = True
         self._renewer.start()
 
+    def check(self) -> None:
+        """Raise LeaseLostError unless the lease is still ours (renewed in time, by our clock)."""
+        if self._lost or _now_ms() >= self.lease.expires_ms:
+            self._lost = True
+            raise LeaseLostError(
+                f"the lease on {self.run_key} samples {self.span[0]}:{self.span[1]} expired "
+                "before this process renewed it (stalled or cut off from Kafka); another "
+                "writer may hold it now: starting no more pairs"
+            )
+
     def renew(self) -> None:
-        """Push the expiry one time-to-live ahead."""
+        """Push the expiry one time-to-live ahead (never once it has passed: check())."""
+        self.check()
         expires = _now_ms() + int(self.ttl_s * 1000)
         self.lease = self.lease.model_copy(update={"expires_ms": expires})
         self._write(self.lease.model_dump_json().encode())
@@ -196,9 +225,20 @@ class RunLease:
             )
 
     def _renew_loop(self) -> None:
+        fence = _fence_key(self.run_key, self.lease.token)
         while not self._stop.wait(self.ttl_s / _RENEWALS_PER_TTL):
             try:
+                fenced = _latest_value(self._kafka, self._topic, self._partition, fence)
+                if fenced is not None:  # taken over: stop renewing, the holder stops writing
+                    self.fenced_by = fenced.decode("utf-8", "replace")
+                    # Said by the holder's own error; the thread only informs.
+                    log.info("the lease on %s was taken over by %s", self.run_key, self.fenced_by)
+                    self.lost.set()
+                    return
                 self.renew()
+            except LeaseLostError as exc:
+                log.error("%s", exc)
+                return
             except LeaseError as exc:  # keep trying: the next renewal may reach Kafka
                 log.warning("could not renew the lease on %s: %s", self.run_key, exc)
 
@@ -249,6 +289,32 @@ def claim_lease(
     )
     lease.claim()
     return lease
+
+
+def fence_lease(kafka: KafkaConnection, run_key: RunKey, holder: Lease, by: str) -> None:
+    """Take a holder's lease over: at its next renewal it stops writing and releases it.
+
+    `by` names who took it over (shown to the holder). The fence is a message of its own key,
+    so the holder's renewals never overwrite it.
+    """
+    topic = kafka.settings.leases_topic
+    producer = kafka.durable_producer()
+    failed: list[str] = []
+
+    def delivered(error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            failed.append(error.str())
+
+    try:
+        count = kafka.partition_count(topic, producer, timeout_s=_TIMEOUT_S)
+        key = _fence_key(run_key, holder.token)
+        partition = partition_for(run_key, count)
+        produce(producer, topic, key, by.encode(), partition=partition, on_delivery=delivered)
+    except KafkaClientError as exc:
+        raise LeaseError(f"cannot take the lease on {run_key} over: {exc}") from exc
+    if producer.flush(kafka.settings.delivery_timeout_ms / 1000) > 0 or failed:
+        reason = failed[0] if failed else "no acknowledgement in time"
+        raise LeaseError(f"cannot take the lease on {run_key} over: {reason}")
 
 
 def live_leases(kafka: KafkaConnection, run_key: RunKey) -> list[Lease]:
@@ -302,6 +368,24 @@ def _read_once(
     finally:
         consumer.close()
     return leases
+
+
+def _fence_key(run_key: RunKey, token: str) -> bytes:
+    """The key of the fence on a holder's lease (never a lease key: tokens are hex)."""
+    return run_key_prefix(run_key) + b"fence/" + token.encode("ascii")
+
+
+def _latest_value(kafka: KafkaConnection, topic: str, partition: int, key: bytes) -> bytes | None:
+    """The latest value of one key of the partition (None: absent or a tombstone)."""
+    consumer = kafka.reader()
+    try:
+        _, messages = scan(consumer, topic, [partition], _TIMEOUT_S)
+        found = [message.value() for message in messages if message.key() == key]
+    except (KafkaException, ConsumerError) as exc:
+        raise LeaseError(f"cannot read the leases topic: {exc}") from exc
+    finally:
+        consumer.close()
+    return found[-1] if found else None
 
 
 def _now_ms() -> int:

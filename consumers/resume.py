@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -11,10 +12,11 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Generic, NamedTuple, TypeVar
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from resultlog.consumers._decode import decode_value, decode_view
-from resultlog.consumers._scan import scan
+from resultlog.consumers._run_read import index_partition, read_run
+from resultlog.consumers._scan import scan_ranges
 from resultlog.consumers.dlq import reason_kind
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution, RunFold
@@ -24,11 +26,11 @@ from resultlog.schemas import (
     ConfigurationError,
     DecodeError,
     FoldView,
+    Location,
     RunKey,
     SampleResult,
     decode_key,
     encode_key,
-    partition_for,
     run_key_prefix,
 )
 
@@ -51,6 +53,7 @@ log = logging.getLogger(__name__)
 _Decoded = TypeVar("_Decoded", SampleResult, FoldView)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+_STOP_EVERY = 1000  # messages read between looks at a reader's stop event
 
 
 @dataclass(frozen=True)
@@ -115,22 +118,18 @@ def read_run_records(
     *,
     timeout_s: float = 30.0,
     samples: range | None = None,
+    stop: threading.Event | None = None,
 ) -> RunRecords:
     """The latest record of every key of `run_key`, and how many latest values were undecodable.
 
-    Reads the run key's one partition from the beginning up to the high watermark taken when
-    it starts. Values of other run keys are never decoded: keys are filtered by byte prefix
-    and only the latest value per key is decoded at the end. With `samples` (a chunk's
-    range of sample indexes), only the values of those samples' keys are decoded.
+    Reads the run key's one partition (through the run index: only where its records lie)
+    up to the high watermark taken when it starts. Values of other run keys are never
+    decoded: keys are filtered by byte prefix and only the latest value per key is decoded
+    at the end. With `samples` (a chunk's
+    range of sample indexes), only the values of those samples' keys are decoded. Once
+    `stop` is set, reading gives up (ConsumerError).
     """
-    return _read_run_records(kafka, run_key, timeout_s, samples)
-
-
-def _read_run_records(
-    kafka: KafkaConnection, run_key: RunKey, timeout_s: float, samples: range | None = None
-) -> RunRecords:
-    """The run key's latest records."""
-    partition, _, latest = _latest_values_to_end(kafka, run_key, timeout_s)
+    partition, _, latest = _latest_values_to_end(kafka, run_key, timeout_s, stop)
     records, reasons = _decode_latest(kafka, latest, partition, decode_value, samples)
     return RunRecords(records, reasons.total(), MappingProxyType(dict(reasons)))
 
@@ -151,9 +150,7 @@ def _decode_latest(
             key = decode_key(raw_key)
             if samples is not None and key.sample_index not in samples:
                 continue
-            decoded.append(
-                decode(codec, key, value, topic=topic, partition=partition, offset=offset)
-            )
+            decoded.append(decode(codec, key, value, Location(topic, partition, offset)))
         except ConfigurationError:
             raise  # e.g. registry-framed records and no registry: not garbage, a reader to fix
         except DecodeError as exc:
@@ -203,14 +200,7 @@ def read_run_views(
     def full(view: FoldView) -> SampleResult:
         key = encode_key(run_key, view.sample_index, view.epoch)
         offset, value = latest[key]
-        return decode_value(
-            codec,
-            decode_key(key),
-            value,
-            topic=topic,
-            partition=partition,
-            offset=offset,
-        )
+        return decode_value(codec, decode_key(key), value, Location(topic, partition, offset))
 
     return LoadedViews(views, reasons.total(), MappingProxyType(dict(reasons)), full)
 
@@ -235,43 +225,80 @@ def latest_run_values(
 
 
 def _latest_values_to_end(
-    kafka: KafkaConnection, run_key: RunKey, timeout_s: float
+    kafka: KafkaConnection, run_key: RunKey, timeout_s: float, stop: threading.Event | None = None
 ) -> tuple[int, int, dict[bytes, tuple[int, bytes]]]:
+    """The run key's partition, the high watermark read to, and its live keys' latest values."""
     topic = kafka.results_topic
-    consumer = kafka.reader()
+    prefix = run_key_prefix(run_key)
+    latest: dict[bytes, tuple[int, bytes]] = {}
     try:
-        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
-        partition = partition_for(run_key, count)
-        end, latest = _latest_values(consumer, topic, partition, run_key_prefix(run_key), timeout_s)
-        return partition, end, latest
+        with read_run(kafka, run_key, timeout_s) as found:
+            for count, message in enumerate(found.messages):
+                if stop is not None and count % _STOP_EVERY == 0 and stop.is_set():
+                    raise ConsumerError(f"stopped reading {topic} for {run_key}")
+                key = message.key()
+                if key is not None and key.startswith(prefix):
+                    value = message.value()
+                    if value is None:  # a tombstone deletes the key
+                        latest.pop(key, None)
+                    else:
+                        latest[key] = (message.offset() or 0, value)
+            return found.partition, found.end, latest
     except KafkaException as exc:
         raise ConsumerError(f"cannot read {topic} for {run_key}: {exc.args[0]}") from exc
-    finally:
-        consumer.close()
 
 
-def run_keys_of(kafka: KafkaConnection, run_id: str, *, timeout_s: float = 30.0) -> list[RunKey]:
-    """The run keys of `run_id` with a live record, from every partition's keys (values unread)."""
+def run_keys_of(
+    kafka: KafkaConnection, run_id: str | None, *, timeout_s: float = 30.0
+) -> list[RunKey]:
+    """The run keys of `run_id` (None: of every run) with a live record: from the run index's
+    entries and the keys past its "indexed through", or from every key of a partition it
+    cannot speak for."""
     topic = kafka.results_topic
     consumer = kafka.reader()
-    run_keys: dict[bytes, RunKey | None] = {}  # each distinct key decoded once
-    live: dict[bytes, bool] = {}
+    found: set[RunKey] = set()
+    candidates: set[RunKey] = set()  # named by the index or a tail: live if they have records
     try:
         count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
-        _, messages = scan(consumer, topic, range(count), timeout_s)
-        for message in messages:
-            raw = message.key()
-            if raw is None:
+        for partition in range(count):
+            indexed = index_partition(kafka, consumer, partition, timeout_s)
+            if isinstance(indexed, str):
+                which = "every run" if run_id is None else f"run {run_id}"
+                log.info("reading all of %s[%d] for %s: %s", topic, partition, which, indexed)
+                found |= _live_run_keys(consumer, topic, partition, None, timeout_s)
                 continue
-            if raw not in run_keys:
-                run_keys[raw] = _run_key_or_none(raw)
-            live[raw] = message.value() is not None
+            entries, through = indexed
+            candidates |= {k for k in map(_prefix_run_key, entries) if k is not None}
+            candidates |= _live_run_keys(consumer, topic, partition, through, timeout_s)
     except KafkaException as exc:
-        raise ConsumerError(f"cannot read {topic} for run {run_id}: {exc.args[0]}") from exc
+        which = "every run" if run_id is None else f"run {run_id}"
+        raise ConsumerError(f"cannot read {topic} for {which}: {exc.args[0]}") from exc
     finally:
         consumer.close()
-    found = {run_keys[raw] for raw, alive in live.items() if alive}
-    return sorted(key for key in found if key is not None and key.run_id == run_id)
+    mine = {key for key in candidates - found if run_id is None or key.run_id == run_id}
+    found |= {key for key in mine if latest_run_values(kafka, key, timeout_s=timeout_s)[1]}
+    return sorted(key for key in found if run_id is None or key.run_id == run_id)
+
+
+def _live_run_keys(
+    consumer: Consumer, topic: str, partition: int, start: int | None, timeout_s: float
+) -> set[RunKey]:
+    """The run keys with a live record among one partition's keys (values unread): all of
+    them, or (with `start`) those from `start` on."""
+    run_keys: dict[bytes, RunKey | None] = {}  # each distinct key decoded once
+    live: dict[bytes, bool] = {}
+    low, high = consumer.get_watermark_offsets(
+        TopicPartition(topic, partition), timeout=timeout_s, cached=False
+    )
+    begin = low if start is None else max(low, start)
+    for message in scan_ranges(consumer, topic, partition, [(begin, high)], timeout_s):
+        raw = message.key()
+        if raw is None:
+            continue
+        if raw not in run_keys:
+            run_keys[raw] = _run_key_or_none(raw)
+        live[raw] = message.value() is not None
+    return {key for raw, alive in live.items() if alive and (key := run_keys[raw]) is not None}
 
 
 def _run_key_or_none(raw: bytes) -> RunKey | None:
@@ -281,28 +308,17 @@ def _run_key_or_none(raw: bytes) -> RunKey | None:
         return None  # not a record key: no one's run
 
 
+def _prefix_run_key(prefix: bytes) -> RunKey | None:
+    """The run key of an index entry's key (a run key prefix)."""
+    return _run_key_or_none(prefix + b"0/0")
+
+
 def resume_state(
     kafka: KafkaConnection, run_key: RunKey, epochs: int, *, timeout_s: float = 30.0
 ) -> ResumeState[FoldView]:
     """Read the fold views of the run key's records and sort them into a ResumeState."""
     loaded = read_run_views(kafka, run_key, timeout_s=timeout_s)
     return ResumeState.of(loaded.records, epochs, loaded.undecodable)
-
-
-def _latest_values(
-    consumer: Consumer, topic: str, partition: int, prefix: bytes, timeout_s: float
-) -> tuple[int, dict[bytes, tuple[int, bytes]]]:
-    latest: dict[bytes, tuple[int, bytes]] = {}
-    ends, messages = scan(consumer, topic, [partition], timeout_s)
-    for message in messages:
-        key = message.key()
-        if key is not None and key.startswith(prefix):
-            value = message.value()
-            if value is None:  # a tombstone deletes the key
-                latest.pop(key, None)
-            else:
-                latest[key] = (message.offset() or 0, value)
-    return ends.get(partition, 0), latest
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from resultlog.kafka import KafkaClientError, KafkaConnection, access_denied, pr
 from resultlog.schemas import (
     Codec,
     DecodeError,
+    Location,
     RegistryError,
     RunKey,
     RunSummary,
@@ -144,7 +145,7 @@ def _decoded(codec: Codec, value: bytes | None, topic: str) -> RunSummary | None
     if value is None:
         return None
     try:
-        return codec.decode_run_summary(value, topic=topic)
+        return codec.decode_run_summary(value, at=Location(topic))
     except DecodeError as exc:
         log.warning("ignoring an undecodable summary: %s", exc)
         return None

@@ -1,8 +1,10 @@
 """Progress of a distributed run: its chunk tasks on the work topic and which of them are done.
 
 A chunk is `done` when the worker group has committed past its task (a worker commits only
-after the chunk has run), `running` when it is not done but some of its pairs are durable
-(a worker started it), and `waiting` otherwise.
+after the chunk has run) and every pair of its range is recorded; `stopped` when the group
+committed past it with pairs missing (dead-lettered, or stopped by the budget: submitting
+again finishes it); `running` when it is not committed but some of its pairs are durable (a
+worker started it), and `waiting` otherwise.
 """
 
 from __future__ import annotations
@@ -17,13 +19,22 @@ from confluent_kafka import KafkaException
 from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection
-from resultlog.schemas import ChunkTask, DecodeError, FoldView, RunKey, SampleResult, run_key_prefix
+from resultlog.schemas import (
+    ChunkTask,
+    DecodeError,
+    FoldView,
+    Location,
+    RunKey,
+    SampleResult,
+    run_key_prefix,
+)
 
 __all__ = ["ChunkProgress", "ChunkState", "LocatedTask", "WorkProgress", "read_run_tasks"]
 
 log = logging.getLogger(__name__)
 
-ChunkState = Literal["done", "running", "waiting"]
+ChunkState = Literal["done", "stopped", "running", "waiting"]
+_STATES: tuple[ChunkState, ...] = ("done", "stopped", "running", "waiting")
 
 
 class LocatedTask(NamedTuple):
@@ -64,7 +75,7 @@ class WorkProgress:
         return {
             "group": self.group,
             "total": len(self.chunks),
-            **{state: self.count(state) for state in ("done", "running", "waiting")},
+            **{state: self.count(state) for state in _STATES},
             "undecodable": self.undecodable,
             "list": [vars(chunk) for chunk in self.chunks],
         }
@@ -116,7 +127,7 @@ def read_run_tasks(
             partition, offset = message.partition() or 0, message.offset() or 0
             try:
                 task = kafka.codec.decode_chunk_task(
-                    message.value(), topic=topic, partition=partition, offset=offset
+                    message.value(), at=Location(topic, partition, offset)
                 )
             except DecodeError as exc:
                 undecodable += 1
@@ -152,7 +163,12 @@ def _progress(
         task.start <= record.sample_index < task.end and record.epoch < task.epochs
         for record in records
     )
-    state: ChunkState = "done" if done else "running" if durable else "waiting"
+    expected = (task.end - task.start) * task.epochs
+    state: ChunkState
+    if done:
+        state = "done" if durable >= expected else "stopped"
+    else:
+        state = "running" if durable else "waiting"
     return ChunkProgress(
         chunk_index=task.chunk_index,
         chunk_id=task.chunk_id,
@@ -160,5 +176,5 @@ def _progress(
         end=task.end,
         state=state,
         records=durable,
-        expected=(task.end - task.start) * task.epochs,
+        expected=expected,
     )

@@ -23,6 +23,7 @@ from resultlog.producer.errors import (
     PersistenceError,
     ProducerError,
     SolverError,
+    UnansweredError,
 )
 from resultlog.producer.model_client import Completion, ModelClient
 from resultlog.producer.runner import Progress, RunResult, Solver, model_solver, run_benchmark
@@ -48,6 +49,7 @@ __all__ = [
     "Solver",
     "SolverError",
     "StaticBenchmark",
+    "UnansweredError",
     "arith",
     "check_config",
     "current_sample",

@@ -1,4 +1,4 @@
-"""A run's budget: no new pair starts once the run key's spend would pass it (DESIGN rule 11).
+"""A run's budget: no new pair starts once the run key's spend would pass it (design rule 11).
 
 The spend is exact (Fractions): the log's latest records' `spent_cost` at start, then each
 finished pair's change to its key's. A re-run therefore starts from exactly the spend the

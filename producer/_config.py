@@ -1,6 +1,6 @@
 """A run's configuration (what shaped its answers) as canonical JSON, and its fingerprint.
 
-DESIGN rule 10: every record carries it, and resume reuses only records made under the same
+Design rule 10: every record carries it, and resume reuses only records made under the same
 configuration. The shape of a run (epochs, `--limit`, `--range`, chunks) is not part of it:
 re-running a run id with fewer epochs or a smaller limit is the same experiment. So the
 dataset's hash is over the benchmark's whole dataset, before any limit.
@@ -27,6 +27,7 @@ __all__ = [
     "check_config",
     "config_fields",
     "dataset_sha256",
+    "differences",
     "run_config",
 ]
 
@@ -139,7 +140,7 @@ def check_config(
             example.setdefault(fingerprint, record)
     if others and not accept:
         common, count = others.most_common(1)[0]
-        differing = _differences(config, _config_text(example[common], whole))
+        differing = differences(config.as_dict(), _config_text(example[common], whole))
         raise ConfigChangedError(
             f"{run_key}: {count} durable record(s) were made under another configuration "
             f"({differing}); use a new run id, or `resultlog run --accept-config-change` "
@@ -186,13 +187,14 @@ def dataset_sha256(samples: Sequence[Sample]) -> str:
     return digest.hexdigest()
 
 
-def _differences(config: RunConfig, other_json: str | None) -> str:
-    """`field: value there, value here` for each field that differs, on one line."""
+def differences(config: dict[str, Any], other_json: str | None) -> str:
+    """`field: value there, value here` for each field of `config` and another configuration's
+    JSON that differs, on one line."""
     try:
         other = json.loads(other_json or "null")
     except ValueError:
         other = None
-    mine, theirs = _flat(config.as_dict()), _flat(other) if isinstance(other, dict) else {}
+    mine, theirs = _flat(config), _flat(other) if isinstance(other, dict) else {}
     names = sorted(
         name for name in mine.keys() | theirs.keys() if mine.get(name) != theirs.get(name)
     )

@@ -58,8 +58,12 @@ class Completion:
 def status_error(response: httpx.Response) -> ModelError:
     """The error for a non-2xx response."""
     status = response.status_code
+    detail = _error_detail(response)
+    location = response.headers.get("location")
+    if 300 <= status < 400 and location:  # a redirect says where the endpoint moved
+        detail = f"redirects to {_snippet(location)} (use that as the base URL); {detail}"
     return ModelError(
-        f"model endpoint returned HTTP {status}: {_error_detail(response)}",
+        f"model endpoint returned HTTP {status}: {detail}",
         status=status,
         retry_after=_retry_after(response.headers.get("retry-after")),
     )
@@ -134,39 +138,44 @@ def _content_text(content: Any) -> str:
 
 
 def _usage(raw: Any) -> CompletionUsage | None:
-    """Read OpenAI/OpenRouter usage fields; None when the endpoint reported none."""
+    """Read OpenAI/OpenRouter usage fields; None when the endpoint reported none.
+
+    One rule for every field: absent (or null) is unknown (0 tokens, no cost); present but
+    not a number in the contract's bounds (negative, text, too large) is a malformed response
+    naming the field, since a bill that cannot be trusted must not be recorded as zero.
+    """
     if not isinstance(raw, dict):
         return None
     details = raw.get("completion_tokens_details")
-    input_tokens = _count(raw.get("prompt_tokens"))
-    output_tokens = _count(raw.get("completion_tokens"))
+    input_tokens = _count(raw, "prompt_tokens", "input_tokens")
+    output_tokens = _count(raw, "completion_tokens", "output_tokens")
     total = raw.get("total_tokens")
     cost = raw.get("cost")
-    usage = CompletionUsage(
+    if cost is not None and not (_number(cost) and 0.0 <= cost <= MAX_COST_USD):
+        raise ValueError(f"usage.cost {cost!r} is not a number in [0, {MAX_COST_USD:g}] USD")
+    return CompletionUsage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        total_tokens=_count(total) if total is not None else input_tokens + output_tokens,
-        reasoning_tokens=_count(details.get("reasoning_tokens"))
-        if isinstance(details, dict)
-        else 0,
-        cost=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+        total_tokens=_count(raw, "total_tokens")
+        if total is not None
+        else input_tokens + output_tokens,
+        reasoning_tokens=_count(details, "reasoning_tokens") if isinstance(details, dict) else 0,
+        cost=float(cost) if cost is not None else None,
     )
-    _check_bounds(usage)
-    return usage
 
 
-def _check_bounds(usage: CompletionUsage) -> None:
-    """Refuse usage no record may carry (DESIGN rule 9), naming the field."""
-    for name in ("input_tokens", "output_tokens", "total_tokens", "reasoning_tokens"):
-        if getattr(usage, name) > MAX_TOKENS:
-            raise ValueError(f"usage.{name} {getattr(usage, name)} is above {MAX_TOKENS}")
-    if usage.cost is not None and not 0.0 <= usage.cost <= MAX_COST_USD:
-        raise ValueError(f"usage.cost {usage.cost} is outside [0, {MAX_COST_USD:g}] USD")
+def _count(raw: dict[str, Any], key: str, name: str | None = None) -> int:
+    """A token count: 0 when absent; an error naming it when not an integer in bounds."""
+    value = raw.get(key)
+    if value is None:
+        return 0
+    if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS):
+        raise ValueError(f"usage.{name or key} {value!r} is not an integer in [0, {MAX_TOKENS}]")
+    return value
 
 
-def _count(value: Any) -> int:
-    """A token count, 0 when missing or not a non-negative integer."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _opt_str(value: Any) -> str | None:

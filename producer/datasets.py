@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 from collections.abc import Callable, Sequence
@@ -190,6 +191,7 @@ def _read_samples(path: Path) -> list[Sample]:
         raise BenchmarkError(f"{path}: cannot read benchmark file: {exc.strerror or exc}") from exc
     samples: list[Sample] = []
     first_line: dict[str, int] = {}
+    raw = raw.removeprefix(codecs.BOM_UTF8)  # editors on Windows start UTF-8 files with one
     for lineno, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
@@ -208,11 +210,18 @@ def _read_samples(path: Path) -> list[Sample]:
 def _parse_line(line: bytes, index: int) -> Sample:
     """Parse one JSONL line; ValueError describes what is wrong with it."""
     try:
-        obj = json.loads(line.decode("utf-8"))
+        obj = json.loads(line.decode("utf-8"), parse_constant=_not_json)
+        # A lone surrogate escape (\ud800) parses, but no UTF-8 text (nor Kafka) can hold it.
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"not valid UTF-8 ({exc.reason})") from exc
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode("ascii")
+        raise ValueError(f"holds a lone surrogate escape ({bad}), which is not text") from exc
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     return Sample(
@@ -222,6 +231,11 @@ def _parse_line(line: bytes, index: int) -> Sample:
         metadata=_metadata(obj),
         index=index,
     )
+
+
+def _not_json(constant: str) -> Any:
+    """Python's json reads NaN and Infinity; JSON has no such numbers, so neither do we."""
+    raise ValueError(f"{constant} is not a JSON number (use null or a string)")
 
 
 def _text_field(obj: dict[str, Any], key: str, *, required: bool) -> str | None:

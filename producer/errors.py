@@ -10,6 +10,7 @@ __all__ = [
     "PersistenceError",
     "ProducerError",
     "SolverError",
+    "UnansweredError",
 ]
 
 
@@ -71,3 +72,14 @@ class SolverError(ProducerError):
 
 class BenchmarkError(ProducerError):
     """A benchmark could not be resolved or its input is invalid."""
+
+
+class UnansweredError(ProducerError):
+    """The model endpoint answered none of the pairs a run asked: a wrong or broken endpoint.
+
+    `answers` says what it answered instead, e.g. `40 x HTTP 501, 2 x HTTP 429`.
+    """
+
+    def __init__(self, message: str, *, answers: str) -> None:
+        super().__init__(message)
+        self.answers = answers

@@ -29,17 +29,19 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ErrorClass = Literal["skip", "incorrect", "fatal"]
-_FATAL_4XX = frozenset({401, 403, 404})
+# Statuses no other attempt or sample can cure: credentials, credits, the URL itself.
+_FATAL_4XX = frozenset({401, 402, 403, 404})
 
 
 def classify_model_error(err: ModelError) -> ErrorClass:
-    """Map a model error to its outcome (DESIGN record semantics 6).
+    """Map a model error to its outcome (docs/design.md, rule 6).
 
-    429 or >= 500 -> "skip" (degraded S); 401/403/404 or no HTTP status -> "fatal" (fails
-    the run); any other non-2xx status (400, 402, a 3xx...) -> "incorrect" (degraded I).
+    429 or >= 500 -> "skip" (degraded S); 401/402/403/404, a 3xx (a redirect: the URL is
+    wrong) or no HTTP status -> "fatal" (fails the run); any other non-2xx status (400,
+    422...) -> "incorrect" (degraded I).
     """
     status = err.status
-    if status is None or status in _FATAL_4XX:
+    if status is None or status in _FATAL_4XX or 300 <= status < 400:
         return "fatal"
     if _retryable(err):  # the statuses worth retrying are the ones that degrade to S
         return "skip"
@@ -158,7 +160,7 @@ class ModelClient:
 
     async def _attempt(self, body: dict[str, Any], attempt: int) -> Completion:
         """Send the request once; translate every failure into a ModelError."""
-        # The seed times the final, successful attempt: backoff sleeps and failed attempts
+        # Time the final, successful attempt only: backoff sleeps and failed attempts
         # are the infrastructure's time, not the model's.
         started = time.perf_counter()
         try:

@@ -5,17 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from resultlog.consumers import LoadedViews, ResumeState, RunFold, RunRecords
+from resultlog.consumers import LoadedViews, ResumeState, RunFold, RunLease, RunRecords
 from resultlog.consumers.fold import Contribution
 from resultlog.producer._budget import Budget
 from resultlog.producer._config import RunConfig, check_config, run_config
-from resultlog.producer._degraded import persist_degraded
+from resultlog.producer._degraded import DegradedWrites, persist_degraded
+from resultlog.producer._placed import placed, relocate
 from resultlog.producer._records import (
     Bill,
     RunIdentity,
@@ -24,10 +26,19 @@ from resultlog.producer._records import (
     degraded_record,
 )
 from resultlog.producer._retry import WritePolicy
-from resultlog.producer._schedule import LeaseFactory, first_error, leased, pairs, select
+from resultlog.producer._schedule import (
+    LeaseFactory,
+    LeaseTakenOverError,
+    first_error,
+    holding,
+    leased,
+    lost,
+    pairs,
+    select,
+)
 from resultlog.producer.context import SampleContext, sample_scope
 from resultlog.producer.datasets import Benchmark, Sample
-from resultlog.producer.errors import ModelError, ProducerError, SolverError
+from resultlog.producer.errors import ModelError, ProducerError, SolverError, UnansweredError
 from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
 from resultlog.producer.store import NoopResultStore, ResultStore
 from resultlog.schemas import (
@@ -41,6 +52,7 @@ from resultlog.schemas import (
 
 __all__ = [
     "LeaseFactory",
+    "LeaseTakenOverError",
     "Progress",
     "RunResult",
     "Solver",
@@ -170,11 +182,24 @@ async def run_benchmark(
         degrade_solver_errors=degrade_solver_errors,
         on_progress=on_progress,
     )
-    async with leased(lease, run.run_key, samples):
-        resume = await execution.resume({s.index for s in samples}, accept_config_change)
-        if budget_usd is not None:
-            execution.budget = execution.budget_of(budget_usd, max_concurrency)
-        return await execution.run(samples, resume, max_concurrency)
+    async with leased(lease, run.run_key, samples) as held:
+        execution.held = held
+        execution.holding = holding(held)
+        try:
+            resume = await execution.resume({s.index for s in samples}, accept_config_change)
+            if budget_usd is not None:
+                execution.budget = execution.budget_of(budget_usd, max_concurrency)
+            return await execution.run(samples, resume, max_concurrency)
+        except asyncio.CancelledError:
+            taken_over = lost(held)
+            if taken_over is None:
+                raise
+            task = asyncio.current_task()
+            if task is not None:  # the cancellation was ours: it becomes the error below
+                task.uncancel()
+            # What was produced before the takeover lands before the lease is released.
+            await execution.store.close()
+            raise taken_over from None
 
 
 def _wholes(
@@ -190,14 +215,27 @@ def _wholes(
     return decode
 
 
+def _unanswered(run_key: RunKey, degraded: Sequence[SampleResult]) -> UnansweredError:
+    """The error of a run none of whose pairs was answered, counting what came instead."""
+    answers = Counter(
+        f"HTTP {r.error.http_status}" if r.error and r.error.http_status else "no status"
+        for r in degraded
+    )
+    said = ", ".join(f"{count} x {answer}" for answer, count in answers.most_common())
+    return UnansweredError(
+        f"{run_key}: no pair was answered ({said}); their degraded outcomes are durable",
+        answers=said,
+    )
+
+
 def _in_chunk(
-    loaded: RunRecords | LoadedViews, indexes: set[int], epochs: int
+    loaded: RunRecords | LoadedViews, indexes: set[int], epochs: int, ids: Mapping[int, str]
 ) -> ResumeState[SampleResult] | ResumeState[FoldView]:
-    """The resume state of the chunk's samples among the loaded records."""
+    """The resume state of the chunk's samples among the loaded records (matched by id)."""
     if isinstance(loaded, LoadedViews):
-        views = [r for r in loaded.records if r.sample_index in indexes]
+        views = [r for r in loaded.records if r.sample_index in indexes and placed(r, ids)]
         return ResumeState.of(views, epochs, loaded.undecodable)
-    records = [r for r in loaded.records if r.sample_index in indexes]
+    records = [r for r in loaded.records if r.sample_index in indexes and placed(r, ids)]
     return ResumeState.of(records, epochs, loaded.undecodable)
 
 
@@ -232,6 +270,8 @@ class _Execution:
         self.most_spent = 0.0  # the most one key of the log has cost
         self.read_failed = False
         self.budget: Budget | None = None
+        self.held: RunLease | None = None
+        self.holding: Callable[[], None] = lambda: None  # raises once the run's lease is lost
 
     async def resume(
         self, indexes: set[int], accept_config_change: bool
@@ -259,10 +299,19 @@ class _Execution:
                 accept=accept_config_change,
                 whole=self.whole,
             )
+        # Records belong to samples by id: a changed dataset moves samples to other indexes.
+        ids = {sample.index: sample.id for sample in self.benchmark.samples()}
+        moved = await relocate(
+            self.store, self.policy, loaded.records, ids=ids, indexes=indexes, whole=self.whole
+        )
+        if moved:
+            loaded = await self.store.load(run.run_key)  # with the copies at their places
+            if isinstance(loaded, LoadedViews):
+                self.whole = loaded.full
         for record in loaded.records:
             self.durable.offer(Contribution.of(record))
             self.most_spent = max(self.most_spent, record.spent)
-        state = _in_chunk(loaded, indexes, run.epochs)
+        state = _in_chunk(loaded, indexes, run.epochs, ids)
         self.previous = {(r.sample_index, r.epoch): r for r in (*state.seeds, *state.degraded)}
         return state
 
@@ -291,14 +340,25 @@ class _Execution:
         total = len(samples) * self.run_identity.epochs
         self.progress = Progress(total, 0, total - len(pending), 0)
         self._report()
-        started = await self._evaluate_all(pending, max_concurrency)
+        try:
+            started = await self._evaluate_all(pending, max_concurrency)
+        except asyncio.CancelledError:
+            # Stopped (SIGINT, SIGTERM): the pairs in flight are cancelled, so every pair has
+            # settled; the finished degraded outcomes were paid for, and their attempts and
+            # spend must reach the log before the run stops, or budgets under-count them.
+            # A run whose lease was taken over writes nothing more.
+            if lost(self.held) is None:
+                await self._persist_degraded()
+            raise
         # Only now that every pair has settled, and one at a time, so a degraded record can
         # never shadow a later success of the same key (nor, see _degraded, another writer's).
         # A failed degraded write fails the run too: fail-closed on purpose, so a successful
         # run means every record is durable.
-        degraded = await persist_degraded(
-            self.store, self.policy, self.run_identity.run_key, self.deferred
-        )
+        degraded = await self._persist_degraded()
+        if started and self._unanswered(resume) and not degraded.superseded:
+            # The endpoint answered no pair it was asked, and the log holds no answer of this
+            # range either: it is wrong or broken, and a run that "succeeds" would hide it.
+            raise _unanswered(self.run_identity.run_key, self.deferred)
         written = (*self.completed, *degraded.written, *degraded.superseded)
         for record in written:  # in write order, as the log has them
             self.durable.apply(record)
@@ -312,6 +372,18 @@ class _Execution:
             saved=math.fsum(record.kept_cost for record in resume.seeds),
             unstarted=len(pending) - started,
             skipped_records=_wholes(resume.seeds, self.whole),
+        )
+
+    def _unanswered(self, resume: ResumeState[SampleResult] | ResumeState[FoldView]) -> bool:
+        """No answer of the model in this run or the log: every outcome is a model error."""
+        if self.completed or resume.seeds:
+            return False
+        return all(r.error is not None and r.error.kind == "model_error" for r in self.deferred)
+
+    async def _persist_degraded(self) -> DegradedWrites:
+        """Write the deferred degraded outcomes (see _degraded), once every pair has settled."""
+        return await persist_degraded(
+            self.store, self.policy, self.run_identity.run_key, self.deferred
         )
 
     async def _evaluate_all(self, pending: list[tuple[Sample, int]], limit: int) -> int:
@@ -332,6 +404,7 @@ class _Execution:
                     await slots.acquire()
                     if self.budget is not None and not await self.budget.admit():
                         break
+                    self.holding()
                     group.create_task(one(sample, epoch))
                     started += 1
         except BaseExceptionGroup as failed:

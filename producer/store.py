@@ -29,8 +29,6 @@ __all__ = ["HistoryStore", "KafkaResultStore", "NoopResultStore", "ResultStore"]
 log = logging.getLogger(__name__)
 
 _CONNECT_TIMEOUT_S = 15.0
-# What a broker accepts when the topic does not say (Kafka's default max.message.bytes).
-_BROKER_DEFAULT_MAX_MESSAGE = 1_048_588
 # librdkafka checks message.max.bytes before compressing: allow raw records this many times
 # the topic's (compressed) limit, so a compressible record is sized by what the broker sees.
 _RAW_ALLOWANCE = 4
@@ -96,7 +94,7 @@ class KafkaResultStore:
             self._partitions = kafka.partition_count(self.topic, timeout_s=_CONNECT_TIMEOUT_S)
         except KafkaClientError as exc:
             raise PersistenceError(str(exc)) from exc
-        topic_bytes = _max_message_bytes(kafka, self.topic)
+        topic_bytes = _max_message_bytes(kafka, self.topic)  # before the producer: may refuse
         raw_bytes = min(topic_bytes * _RAW_ALLOWANCE, _LIBRDKAFKA_MAX_MESSAGE)
         overrides = {"message.max.bytes": raw_bytes, **(producer_overrides or {})}
         self.limits = SizeLimits(int(overrides["message.max.bytes"]), topic_bytes)
@@ -234,9 +232,22 @@ _TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TO
 
 
 def _max_message_bytes(kafka: KafkaConnection, topic: str) -> int:
-    """The topic's max.message.bytes; the broker's default when it cannot be read."""
+    """The topic's max.message.bytes; refused in one line when it cannot be read.
+
+    Never a guess: a smaller default would cut records the topic accepts whole, a larger one
+    would have the broker refuse them.
+    """
     try:
         return int(topic_config(kafka, topic)["max.message.bytes"])
-    except (TopicError, KeyError, ValueError) as exc:
-        log.warning("cannot read max.message.bytes of %s, assuming Kafka's default: %s", topic, exc)
-        return _BROKER_DEFAULT_MAX_MESSAGE
+    except TopicError as exc:
+        denied = access_denied(kafka.settings, exc, "DESCRIBE_CONFIGS", f"topic {topic}")
+        first = str(exc).splitlines()[0]
+        reason = (
+            denied or f"cannot read max.message.bytes of topic {topic} ({first}); refusing to guess"
+        )
+        raise PersistenceError(reason, retriable=False) from exc
+    except (KeyError, ValueError) as exc:
+        raise PersistenceError(
+            f"topic {topic} reports no usable max.message.bytes ({exc!r}); refusing to guess",
+            retriable=False,
+        ) from exc

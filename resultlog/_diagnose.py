@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import socket
 import ssl
+from pathlib import Path
 
 from confluent_kafka import KafkaError
+from cryptography import x509
 
 from resultlog.settings import Settings
 
@@ -19,6 +21,13 @@ __all__ = ["diagnose_tls"]
 
 _PROBE_S = 2.0
 _TRANSPORT = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+# What OpenSSL says when the broker's alert refuses the client's certificate (or its lack).
+_CLIENT_CERTIFICATE_ALERTS = (
+    "alert bad certificate",
+    "alert certificate required",
+    "alert unknown ca",
+    "alert certificate unknown",
+)
 
 
 def diagnose_tls(settings: Settings, errors: list[KafkaError]) -> str | None:
@@ -42,7 +51,15 @@ def diagnose_tls(settings: Settings, errors: list[KafkaError]) -> str | None:
             "RESULTLOG_SECURITY_PROTOCOL=SSL (or SASL_SSL) and RESULTLOG_SSL_CA_LOCATION"
         )
     said = " ".join(error.str() for error in errors)
-    if "alert bad certificate" in said or "alert certificate required" in said:
+    if any(alert in said for alert in _CLIENT_CERTIFICATE_ALERTS):
+        certificate = settings.ssl_certificate_location
+        if certificate is not None:  # one was sent: the broker does not trust who signed it
+            return (
+                f"Kafka at {where} refused the client certificate {certificate} (mutual TLS): "
+                f"it was issued by {_issuer(certificate)}, a CA the broker does not trust; use "
+                "one its CA issued (`resultlog kafka issue-cert`) in "
+                "RESULTLOG_SSL_CERTIFICATE_LOCATION"
+            )
         return (
             f"Kafka at {where} requires a client certificate (mutual TLS); set "
             "RESULTLOG_SSL_CERTIFICATE_LOCATION and RESULTLOG_SSL_KEY_LOCATION"
@@ -53,6 +70,15 @@ def diagnose_tls(settings: Settings, errors: list[KafkaError]) -> str | None:
             "check RESULTLOG_SECURITY_PROTOCOL and RESULTLOG_BOOTSTRAP_SERVERS"
         )
     return None
+
+
+def _issuer(path: str) -> str:
+    """The issuer of the first certificate in a PEM file, as people read it."""
+    try:
+        certificate = x509.load_pem_x509_certificates(Path(path).read_bytes())[0]
+    except (OSError, ValueError, IndexError):
+        return "an unknown issuer"
+    return certificate.issuer.rfc4514_string()
 
 
 def _first_server(servers: str) -> tuple[str, int]:

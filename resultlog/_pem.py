@@ -15,7 +15,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 
-__all__ = ["PemError", "check_ca", "check_client_pair", "common_name"]
+__all__ = ["PemError", "check_ca", "check_client_pair", "check_private", "common_name"]
 
 _GROUP_OR_OTHER = stat.S_IRWXG | stat.S_IRWXO
 _SPKI = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
@@ -45,8 +45,7 @@ def check_client_pair(
     if ends <= _now():
         raise PemError(f"{certificate_setting} {certificate_path} expired on {ends:%Y-%m-%d}")
     data = _read(key_setting, key_path)
-    if Path(key_path).stat().st_mode & _GROUP_OR_OTHER:
-        raise PemError(f"{key_setting} {key_path} is readable by others (chmod 600 it)")
+    check_private(key_setting, key_path)
     try:
         key = serialization.load_pem_private_key(data, password.encode() if password else None)
     except TypeError:
@@ -59,6 +58,12 @@ def check_client_pair(
         raise PemError(
             f"{key_setting} {key_path} does not match the certificate {certificate_path}"
         )
+
+
+def check_private(setting: str, path: str) -> None:
+    """A private key file no group or other user may read or write."""
+    if Path(path).stat().st_mode & _GROUP_OR_OTHER:
+        raise PemError(f"{setting} {path} is readable by others (chmod 600 it)")
 
 
 def common_name(path: str) -> str | None:

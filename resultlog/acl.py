@@ -36,7 +36,7 @@ _TIMEOUT_S = 15.0
 _MAX_TEXT = 200
 
 Resource = Literal["topic", "group"]
-Operation = Literal["READ", "WRITE", "DESCRIBE"]
+Operation = Literal["READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"]
 
 
 class Role(StrEnum):
@@ -74,33 +74,51 @@ def role_acls(
     def consumer_group(name: str) -> Acl:
         return Acl(principal, "group", name, "READ")
 
+    def configs(*names: str) -> list[Acl]:
+        # A client checks the cleanup.policy of the topics it uses, and a writer sizes its
+        # records by max.message.bytes: without this it would have to guess.
+        return [topic(name, "DESCRIBE_CONFIGS") for name in names]
+
     readers = Acl(principal, "group", READER_GROUP_PREFIX, "DESCRIBE", prefixed=True)
     if role is Role.WORKER:
-        # Writes results and reads them back to resume; holds leases on its run keys; takes
-        # and commits work tasks, and dead-letters the ones that keep failing.
+        # Writes results and reads them back to resume (guided by the run index); holds
+        # leases on its run keys; takes and commits work tasks, and dead-letters the ones
+        # that keep failing.
         return [
             topic(settings.results_topic, "WRITE"),
             topic(settings.results_topic, "READ"),
+            topic(settings.index_topic, "READ"),
             topic(settings.leases_topic, "WRITE"),
             topic(settings.leases_topic, "READ"),
             topic(settings.work_topic, "READ"),
             topic(settings.work_dlq_topic, "WRITE"),
             consumer_group(group or settings.work_group),
             readers,
+            *configs(settings.results_topic, settings.index_topic, settings.leases_topic),
         ]
     if role is Role.AGGREGATOR:
         # Folds results as a group member (committing nothing), writes summaries and dead
-        # letters, writes and reads back its checkpoints; replay reads results too.
+        # letters, writes and reads back its checkpoints and the run index; replay and the
+        # samples routes read one run's results through the index.
         return [
             topic(settings.results_topic, "READ"),
+            topic(settings.index_topic, "WRITE"),
+            topic(settings.index_topic, "READ"),
             topic(settings.checkpoints_topic, "WRITE"),
             topic(settings.checkpoints_topic, "READ"),
             topic(settings.summaries_topic, "WRITE"),
             topic(settings.dlq_topic, "WRITE"),
             consumer_group(group or settings.aggregator_group),
             readers,
+            *configs(
+                settings.results_topic,
+                settings.index_topic,
+                settings.checkpoints_topic,
+                settings.summaries_topic,
+                settings.dlq_topic,
+            ),
         ]
-    return [topic(settings.summaries_topic, "READ"), readers]
+    return [topic(settings.summaries_topic, "READ"), readers, *configs(settings.summaries_topic)]
 
 
 def grant(kafka: KafkaConnection, acls: Sequence[Acl]) -> None:
@@ -168,6 +186,7 @@ def _acl(binding: AclBinding) -> Acl | None:
         AclOperation.READ: "READ",
         AclOperation.WRITE: "WRITE",
         AclOperation.DESCRIBE: "DESCRIBE",
+        AclOperation.DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS",
     }
     kind, operation = kinds.get(binding.restype), operations.get(binding.operation)
     if kind is None or operation is None:

@@ -59,6 +59,24 @@ __all__ = [
 # broker is down); routed here, the application decides what to show.
 LIBRDKAFKA_LOGGER = logging.getLogger("resultlog.librdkafka")
 log = logging.getLogger(__name__)
+# Conditions librdkafka rides out by retrying on its own (a coordinator still loading its
+# state after a broker start, or moving): warnings about them tell a user nothing to do.
+_TRANSIENT = ("Coordinator load in progress", "Coordinator not available", "Not coordinator")
+
+
+class _TransientRetries(logging.Filter):
+    """Drop librdkafka's "...: retrying" lines about transient conditions, unless this logger
+    itself was set to INFO or below (`resultlog -v`): a host application's root level (Inspect
+    logs everything to its eval log) does not bring them back."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if logging.NOTSET < LIBRDKAFKA_LOGGER.level <= logging.INFO:
+            return True
+        message = record.getMessage()
+        return "retrying" not in message or not any(t in message for t in _TRANSIENT)
+
+
+LIBRDKAFKA_LOGGER.addFilter(_TransientRetries())
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 Headers = list[tuple[str, str | bytes | None]]
@@ -98,8 +116,8 @@ class TopicLayout:
 
 
 def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
-    """The topics of DESIGN.md: compacted results, summaries, leases and aggregator
-    checkpoints, a deleting DLQ."""
+    """The Kafka layout (docs/design.md): compacted results, summaries, leases, aggregator
+    checkpoints and run index, and a deleting DLQ."""
     compacted = TopicLayout(settings.partitions, "compact")
     return {
         settings.results_topic: compacted,
@@ -107,6 +125,7 @@ def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
         settings.dlq_topic: TopicLayout(settings.partitions, "delete"),
         settings.leases_topic: compacted,
         settings.checkpoints_topic: compacted,
+        settings.index_topic: compacted,
     }
 
 
@@ -146,6 +165,11 @@ class KafkaConnection:
         return self.settings.checkpoints_topic
 
     @property
+    def index_topic(self) -> str:
+        """The compacted run index: where each run key's records lie in its partition."""
+        return self.settings.index_topic
+
+    @property
     def work_topic(self) -> str:
         """The topic of chunk tasks for distributed workers."""
         return self.settings.work_topic
@@ -169,11 +193,11 @@ class KafkaConnection:
         durable = {**_DURABLE, "message.timeout.ms": self.settings.delivery_timeout_ms}
         return Producer(self.config({**durable, **(overrides or {})}))
 
-    def reader(self) -> Consumer:
+    def reader(self, overrides: Mapping[str, Any] | None = None) -> Consumer:
         """A consumer for assign()-based reading: no group membership, nothing committed."""
         # assign() needs no group, but librdkafka insists on a group.id.
         group = {"group.id": f"resultlog-reader-{uuid.uuid4().hex}"}
-        return Consumer(self.config({**_READER, **group}))
+        return Consumer(self.config({**_READER, **(overrides or {}), **group}))
 
     def group_consumer(self, group_id: str, overrides: Mapping[str, Any] | None = None) -> Consumer:
         """A consumer-group member of `group_id`."""
@@ -303,8 +327,9 @@ class KafkaConnection:
             with self._lock:
                 first = topic not in self._policies_unknown
                 self._policies_unknown.add(topic)
+            reason = access_denied(self.settings, exc, "DESCRIBE_CONFIGS", f"topic {topic}")
             log.log(logging.WARNING if first else logging.DEBUG,
-                    "cannot read the cleanup.policy of %s: %s", topic, exc)  # fmt: skip
+                    "cannot check the cleanup.policy of %s: %s", topic, reason or exc)  # fmt: skip
             return None
         entry = entries.get("cleanup.policy")
         return None if entry is None else str(entry.value or "")

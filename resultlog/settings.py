@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -13,7 +15,32 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resultlog._pem import PemError, check_ca, check_client_pair, common_name
 
-__all__ = ["KafkaConfig", "Settings"]
+__all__ = ["KafkaConfig", "Settings", "warn_unknown_variables"]
+
+log = logging.getLogger(__name__)
+
+_PREFIX = "RESULTLOG_"
+# Variables of the prefix read elsewhere than Settings: the launcher, the Inspect plugin,
+# the compose files' credentials, tests and benchmarks.
+_READ_ELSEWHERE = frozenset(
+    {
+        "RESULTLOG_RUN_ID",
+        "RESULTLOG_KAFKA_CACHE",
+        "RESULTLOG_JAVA",
+        "RESULTLOG_MAVEN_REPOSITORY",
+        "RESULTLOG_PURE_PYTHON",
+        "RESULTLOG_UID",
+        "RESULTLOG_BROKER_SECRET",
+        "RESULTLOG_ADMIN_PASSWORD",
+        "RESULTLOG_WORKER_PASSWORD",
+        "RESULTLOG_AGGREGATOR_PASSWORD",
+        "RESULTLOG_VIEWER_PASSWORD",
+        "RESULTLOG_BENCH_RESULTS",
+        "RESULTLOG_TEST_CHROMIUM",
+        "RESULTLOG_APICURIO_HOME",
+        "RESULTLOG_APICURIO_JAVA",
+    }
+)
 
 KafkaConfig = dict[str, str | int | float | bool]
 
@@ -23,79 +50,168 @@ SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 _CA = "RESULTLOG_SSL_CA_LOCATION"
 _CERTIFICATE = "RESULTLOG_SSL_CERTIFICATE_LOCATION"
 _KEY = "RESULTLOG_SSL_KEY_LOCATION"
+_MIN_TOKEN = 16  # characters of RESULTLOG_HTTP_TOKEN: guessing it must be hopeless
 
 
 class Settings(BaseSettings):
     """Everything resultlog reads from the environment, validated once."""
 
-    model_config = SettingsConfigDict(env_prefix="RESULTLOG_", frozen=True, extra="ignore")
+    # Each field's docstring is its description: the settings reference of the documentation
+    # is made from them (scripts/docs_hooks.py), and a test wants one on every field.
+    model_config = SettingsConfigDict(
+        env_prefix="RESULTLOG_", frozen=True, extra="ignore", use_attribute_docstrings=True
+    )
 
     bootstrap_servers: str = "127.0.0.1:9092"
+    """Kafka's bootstrap servers, `HOST:PORT[,HOST:PORT...]`."""
     security_protocol: SecurityProtocol = "PLAINTEXT"
+    """How clients talk to the brokers: TLS (`SSL`), SASL, both, or neither."""
     sasl_mechanism: SaslMechanism | None = None
+    """The SASL mechanism, with a `SASL_*` security protocol."""
     sasl_username: str | None = None
+    """The SASL user name."""
     sasl_password: SecretStr | None = None
-    # TLS: the CA that signed the brokers' certificates; a client certificate and key for
-    # mutual TLS. Checked here (exists, PEM, not expired, key private and matching).
+    """The SASL password."""
     ssl_ca_location: str | None = None
+    """PEM file of the CA that signed the brokers' certificates (checked when read)."""
     ssl_certificate_location: str | None = None
+    """PEM client certificate for mutual TLS; goes with the key."""
     ssl_key_password: SecretStr | None = None
+    """Password of an encrypted client key."""
     ssl_key_location: str | None = Field(default=None, validate_default=True)
+    """PEM client key for mutual TLS: private to its owner, matching the certificate."""
     client_id: str = "resultlog"
+    """The Kafka client id every client presents."""
 
     results_topic: str = "resultlog.sample-results"
+    """The compacted topic of sample results."""
     summaries_topic: str = "resultlog.run-summaries"
+    """The compacted topic of run summaries."""
     dlq_topic: str = "resultlog.sample-results.dlq"
+    """The dead-letter topic of records no reader could use."""
     leases_topic: str = "resultlog.leases"
+    """The compacted topic of leases on run keys."""
     partitions: int = Field(default=6, ge=1)
+    """Partitions of the results, summaries, dead-letter, leases and checkpoints topics: part
+    of the wire contract, never changed under existing runs."""
     replication_factor: int = Field(default=1, ge=1)
+    """Replicas of every topic `topics create` makes (3 on a real cluster)."""
     min_insync_replicas: int = Field(default=1, ge=1)
-    # The largest message (after compression) `topics create` lets the results topic accept.
+    """`min.insync.replicas` of every topic `topics create` makes (2 on a real cluster)."""
     max_message_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024, le=512 * 1024 * 1024)
-    # How long a run key's lease outlives its holder's last renewal (renewed every third).
+    """The largest message (after compression) `topics create` lets the results topic accept."""
     lease_ttl_s: float = Field(default=30.0, ge=1.0, le=3600.0)
+    """How long a run key's lease outlives its holder's last renewal (renewed every third)."""
 
     schema_registry_url: str | None = None
+    """A Confluent-compatible schema registry: values then use its framing."""
     schema_registry_username: str | None = None
+    """The registry's basic-auth user."""
     schema_registry_password: SecretStr | None = None
+    """The registry's basic-auth password."""
     schema_registry_timeout_s: float = Field(default=5.0, gt=0.0, le=300.0)
+    """Timeout of one registry request, in seconds (retried within bounds)."""
 
     api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("RESULTLOG_API_KEY", "OPENROUTER_API_KEY")
     )
+    """The model endpoint's API key."""
     aggregator_group: str = "resultlog-aggregator"
-    # The aggregator's compacted checkpoints of its fold state, so a partition assignment
-    # restores one and reads only the tail of the log. A partition is checkpointed after
-    # this many new records, or this many seconds after new input, and when it is revoked.
+    """The aggregator's consumer group."""
     checkpoints_topic: str = "resultlog.aggregator-checkpoints"
+    """The aggregator's compacted checkpoints of its fold state, so a partition assignment
+    restores one and reads only the tail of the log."""
     checkpoint_every_records: int = Field(default=100_000, ge=1)
+    """A partition is checkpointed after this many new records."""
     checkpoint_interval_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
-    # The aggregator's state directory: each results partition's per-key fold state on disk
-    # (RocksDB), so its memory holds only run totals and `aggregator_cache_keys` hot keys,
-    # and a restart reads only the tail. None: $XDG_STATE_HOME/resultlog (else
-    # ~/.local/state/resultlog).
+    """A partition is also checkpointed this many seconds after new input, and when revoked."""
     aggregator_state_dir: Path | None = None
+    """The aggregator's state directory: each results partition's per-key fold state on disk
+    (RocksDB), so a restart reads only the tail. Unset: $XDG_STATE_HOME/resultlog, else
+    ~/.local/state/resultlog."""
     aggregator_cache_keys: int = Field(default=50_000, ge=1, le=100_000_000)
+    """Per-key fold states held in memory across the assigned partitions (the hot ones)."""
+    aggregator_store_memory_mb: int = Field(default=64, ge=8, le=1_048_576)
+    """RocksDB's memory for every state store of the process: one LRU block cache (blocks,
+    indexes, filters) that the memtables are charged to as well."""
     aggregator_save_interval_s: float = Field(default=2.0, gt=0.0, le=3_600.0)
+    """How often pending fold state is written to the state directory."""
+    index_topic: str = "resultlog.run-index"
+    """The run index the aggregator keeps (compacted, partitioned like the results): where each
+    run's records lie, so a reader of one run reads its records, not its whole partition."""
 
     work_topic: str = "resultlog.work"
+    """The topic of distributed workers' chunk tasks."""
     work_dlq_topic: str = "resultlog.work.dlq"
+    """The dead-letter topic of chunk tasks that kept failing."""
     work_partitions: int = Field(default=6, ge=1)
+    """Partitions of the work topics: they bound how many workers are busy at once."""
     work_group: str = "resultlog-workers"
+    """The workers' consumer group."""
     work_max_attempts: int = Field(default=3, ge=1, le=100)
+    """Failures in a row before a chunk task is dead-lettered."""
     work_retry_backoff_s: float = Field(default=1.0, ge=0.0, le=600.0)
+    """Backoff before a failed chunk is retried, doubling each time."""
     work_session_timeout_ms: int = Field(default=45_000, ge=1_000)
+    """How long a dead worker's tasks wait before they move to another worker."""
     work_max_poll_interval_ms: int = Field(default=300_000, ge=1_000)
+    """The longest gap between a worker's polls (not a bound on a chunk's time)."""
 
-    http_token: SecretStr | None = Field(default=None, min_length=16)
+    http_token: SecretStr | None = None
     """With a token, the aggregator's HTTP routes but /healthz want `Bearer <token>`."""
     http_tls_certificate: str | None = None
+    """PEM certificate to serve the aggregator's HTTP API over HTTPS."""
     http_tls_key: str | None = None
+    """PEM key of that certificate."""
 
     delivery_timeout_ms: int = Field(default=30_000, ge=100)
+    """How long the producer tries to deliver one record before the write counts as failed."""
     model_max_retries: int = Field(default=3, ge=0, le=20)
+    """Retries of a model request that failed with 429, 5xx or a transport error."""
     model_retry_backoff_s: float = Field(default=0.5, ge=0.0, le=60.0)
+    """Backoff before a model request is retried, doubling each time."""
     model_timeout_s: float = Field(default=120.0, gt=0.0)
+    """Timeout of one model request, in seconds."""
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _bootstrap_named(cls, value: str) -> str:
+        """An empty list of servers would only time out: say so at once."""
+        if not value.strip():
+            raise PydanticCustomError(
+                "empty_bootstrap",
+                "RESULTLOG_BOOTSTRAP_SERVERS is empty: set it to HOST:PORT[,HOST:PORT...] "
+                "(unset, it is 127.0.0.1:9092)",
+            )
+        return value
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _blank_key_is_unset(cls, value: object) -> object:
+        """An empty RESULTLOG_API_KEY does not hide OPENROUTER_API_KEY."""
+        if isinstance(value, str) and not value.strip():
+            return os.environ.get("OPENROUTER_API_KEY") or None
+        return value
+
+    @field_validator("http_token")
+    @classmethod
+    def _token_can_be_sent(cls, value: SecretStr | None) -> SecretStr | None:
+        # Refused at start: a client could never send it, so every request would be a 401.
+        if value is not None:
+            text = value.get_secret_value()
+            if text != text.strip():
+                raise ValueError(
+                    "RESULTLOG_HTTP_TOKEN has whitespace around it (a trailing newline from a "
+                    "file?): no client sends that; strip it"
+                )
+            if not all(" " <= char <= "~" for char in text):
+                raise ValueError(
+                    "RESULTLOG_HTTP_TOKEN must be printable ASCII: browsers cannot send other "
+                    "characters in a header"
+                )
+            if len(text) < _MIN_TOKEN:
+                raise ValueError(f"RESULTLOG_HTTP_TOKEN must be at least {_MIN_TOKEN} characters")
+        return value
 
     @field_validator("ssl_ca_location")
     @classmethod
@@ -204,3 +320,14 @@ def _tls_file_check(check: Callable[[], None]) -> None:
         check()
     except PemError as exc:
         raise PydanticCustomError("tls_file", "{reason}", {"reason": str(exc)}) from None
+
+
+def warn_unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """Log a WARNING for each `RESULTLOG_*` variable nothing reads (a typo); return them."""
+    known = {_PREFIX + name.upper() for name in Settings.model_fields} | _READ_ELSEWHERE
+    unknown = sorted(name for name in environ if name.startswith(_PREFIX) and name not in known)
+    for name in unknown:
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        log.warning("ignoring %s: no setting has that name%s", name, hint)
+    return unknown

@@ -35,6 +35,10 @@ _LEASES_CONFIG = {
 # segments keep the topic near one checkpoint per partition, so a restore reads little.
 _CHECKPOINTS_CONFIG = {**_LEASES_CONFIG, "segment.bytes": str(64 * 1024 * 1024)}
 
+# Index entries are rewritten as their runs grow: a reader of one run reads its whole index
+# partition, so small segments keep it near one entry per run.
+_INDEX_CONFIG = {**_LEASES_CONFIG, "segment.bytes": str(8 * 1024 * 1024)}
+
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -60,7 +64,7 @@ class TopicOutcome:
 def topic_specs(
     settings: Settings, extra_config: Mapping[str, str] | None = None
 ) -> list[TopicSpec]:
-    """The topics of DESIGN.md: those of `resultlog.kafka.topic_layouts`, then the work topics.
+    """The Kafka layout (docs/design.md): `resultlog.kafka.topic_layouts`, then the work topics.
 
     Results (and the DLQ, which copies them) accept messages up to the settings'
     `max_message_bytes` after compression; leases get short segments; the work topic and its
@@ -71,6 +75,7 @@ def topic_specs(
     own = {settings.results_topic: large, settings.dlq_topic: large}
     own[settings.leases_topic] = _LEASES_CONFIG
     own[settings.checkpoints_topic] = _CHECKPOINTS_CONFIG
+    own[settings.index_topic] = _INDEX_CONFIG
     replicas = settings.replication_factor
     deleting = {**base, "cleanup.policy": "delete"}
     work = [

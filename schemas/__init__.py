@@ -25,6 +25,7 @@ from resultlog.schemas.errors import (
     ConfigurationError,
     DecodeError,
     KeyDecodeError,
+    Location,
     OutOfRangeError,
     RegistryError,
     RegistryNotConfiguredError,
@@ -54,7 +55,7 @@ from resultlog.schemas.models import (
     Usage,
     WriterProcess,
 )
-from resultlog.schemas.runkey import InvalidRunKeyError, RunKey
+from resultlog.schemas.runkey import InvalidRunKeyError, RunKey, check_run_key_part
 from resultlog.schemas.summary import AsOf, RunSummary, SummaryUsage
 
 __all__ = [
@@ -76,6 +77,7 @@ __all__ = [
     "Harness",
     "InvalidRunKeyError",
     "KeyDecodeError",
+    "Location",
     "Message",
     "OutOfRangeError",
     "RecordError",
@@ -99,6 +101,7 @@ __all__ = [
     "Usage",
     "WireFormat",
     "WriterProcess",
+    "check_run_key_part",
     "decode_key",
     "decode_run_key",
     "encode_key",

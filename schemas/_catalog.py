@@ -21,6 +21,7 @@ SAMPLE_RESULT = "resultlog.SampleResult"
 RUN_SUMMARY = "resultlog.RunSummary"
 CHUNK_TASK = "resultlog.ChunkTask"
 AGGREGATOR_CHECKPOINT = "resultlog.AggregatorCheckpoint"  # the aggregator's own, not a model
+RUN_INDEX = "resultlog.RunIndex"  # the aggregator's own, not a model
 MODEL_VERSIONS: Mapping[str, int] = MappingProxyType(
     {SAMPLE_RESULT: 2, RUN_SUMMARY: 2, CHUNK_TASK: 1}
 )

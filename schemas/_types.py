@@ -18,6 +18,8 @@ from pydantic import (
     ValidationInfo,
 )
 
+from resultlog.schemas.runkey import check_run_key_part
+
 FORMAT_VERSION: Final = 1
 """The record semantics version this code writes and the only one it reads."""
 
@@ -51,6 +53,11 @@ def _json_text(value: str, info: ValidationInfo) -> str:
     return value
 
 
+def _run_key_part(value: str, info: ValidationInfo) -> str:
+    """Refuse what no reader can handle as a run key part (checked on decode too)."""
+    return check_run_key_part(value, info.field_name or "part")
+
+
 def _utc_millis(value: datetime) -> datetime:
     """Normalise to UTC and truncate to whole milliseconds, the wire precision."""
     if value.tzinfo is UTC and not value.microsecond % 1000:
@@ -62,7 +69,7 @@ def _utc_millis(value: datetime) -> datetime:
 Count = Annotated[int, Strict(), Field(ge=0, le=_MAX_LONG)]
 """A non-negative Avro long; bools and numeric strings are refused."""
 
-# Rule 9 of DESIGN.md: every number a reader sums is bounded so that its sum over 2^31
+# Design rule 9 (docs/design.md): every number a reader sums is bounded so that its sum over 2^31
 # records still fits an Avro long (2^31 x 2^32 = 2^63) or a double with room to spare.
 # Refused when a record is built; dead-lettered as out_of_range when a reader meets one.
 MAX_RECORDS_SUMMED: Final = 2**31
@@ -85,6 +92,8 @@ MetricValue = Annotated[float, Field(ge=-MAX_METRIC, le=MAX_METRIC, allow_inf_na
 UnitInterval = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 HttpStatus = Annotated[int, Strict(), Field(ge=100, le=599)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
+RunKeyPart = Annotated[str, Field(min_length=1), AfterValidator(_run_key_part)]
+"""run_id, benchmark_id or model: the refusals of `RunKey`, for every model that carries one."""
 JsonText = Annotated[str, AfterValidator(_json_text)]
 """Free-form content carried as JSON text (Avro string)."""
 
@@ -120,6 +129,7 @@ __all__ = [
     "PositiveIndex",
     "Real",
     "RecordMetrics",
+    "RunKeyPart",
     "Timestamp",
     "Tokens",
     "UnitInterval",

@@ -30,9 +30,9 @@ from resultlog.schemas._types import (
     Millis,
     NonEmptyStr,
     PositiveIndex,
+    RunKeyPart,
 )
-from resultlog.schemas.models import RecordError, RecordStatus, Score, Usage
-from resultlog.schemas.runkey import RunKey
+from resultlog.schemas.models import RecordError, RecordRules, RecordStatus, Score, Usage
 
 __all__ = [
     "FOLD_FIELDS",
@@ -85,7 +85,7 @@ def millis_error(datum: dict[str, Any]) -> str | None:
     return f"created_at {millis!r} ms is not a datetime (year 1 to 9999)"
 
 
-class FoldView(Frozen):
+class FoldView(RecordRules, Frozen):
     """The fields of a SampleResult the fold reads, validated as a SampleResult validates them.
 
     Read by `Codec.decode_fold_view`. `created_at_ms` is the record's `created_at` as the
@@ -94,9 +94,9 @@ class FoldView(Frozen):
     """
 
     format_version: Literal[1] = 1
-    run_id: NonEmptyStr
-    benchmark_id: NonEmptyStr
-    model: NonEmptyStr
+    run_id: RunKeyPart
+    benchmark_id: RunKeyPart
+    model: RunKeyPart
     sample_index: Index
     epoch: Index
     sample_id: NonEmptyStr
@@ -114,42 +114,9 @@ class FoldView(Frozen):
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Self:
-        """SampleResult's cross-field rules that involve only the view's fields."""
-        if self.epoch >= self.epochs:
-            raise ValueError(f"epoch must be < epochs (epoch={self.epoch}, epochs={self.epochs})")
-        if self.dataset_size is not None and self.sample_index >= self.dataset_size:
-            raise ValueError(
-                f"sample_index must be < dataset_size "
-                f"(sample_index={self.sample_index}, dataset_size={self.dataset_size})"
-            )
-        if (self.status is RecordStatus.DEGRADED) != (self.error is not None):
-            raise ValueError("error is required when status is 'degraded', and only then")
-        if self.spent_cost is not None and self.spent_cost < self.kept_cost:
-            raise ValueError(
-                f"spent_cost must be >= usage.total_cost, which it includes "
-                f"(spent_cost={self.spent_cost}, usage.total_cost={self.kept_cost})"
-            )
+        """SampleResult's cross-field rules (they involve only the view's fields)."""
+        self.check_record_rules()
         return self
-
-    @property
-    def run_key(self) -> RunKey:
-        """The run this record belongs to."""
-        return RunKey(self.run_id, self.benchmark_id, self.model)
-
-    @property
-    def degraded(self) -> bool:
-        """True for an outcome synthesized from an error."""
-        return self.status is RecordStatus.DEGRADED
-
-    @property
-    def kept_cost(self) -> float:
-        """The cost of the attempt this record keeps (its usage)."""
-        return self.usage.total_cost if self.usage is not None else 0.0
-
-    @property
-    def spent(self) -> float:
-        """What this key has cost so far: spent_cost, or the kept cost for a v1 record."""
-        return self.kept_cost if self.spent_cost is None else self.spent_cost
 
 
 ViewPlan = tuple[dict[str, Any], dict[str, Any] | None]

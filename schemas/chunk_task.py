@@ -12,6 +12,7 @@ from resultlog.schemas._types import (
     Index,
     NonEmptyStr,
     PositiveIndex,
+    RunKeyPart,
     Timestamp,
 )
 from resultlog.schemas.keys import partition_for, run_key_prefix
@@ -26,9 +27,9 @@ class ChunkTask(Frozen):
     """The run's identity and configuration, and the chunk's range [start, end); no secret."""
 
     format_version: Literal[1] = 1
-    run_id: NonEmptyStr
-    benchmark_id: NonEmptyStr
-    model: NonEmptyStr
+    run_id: RunKeyPart
+    benchmark_id: RunKeyPart
+    model: RunKeyPart
     chunk_index: Index
     chunks: PositiveIndex
     chunk_id: NonEmptyStr

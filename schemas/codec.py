@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from io import BytesIO
-from typing import Any, Generic, NamedTuple, Self, TypeVar, cast
+from typing import Any, Generic, Self, TypeVar, cast
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from fastavro import schemaless_reader, schemaless_writer
@@ -28,6 +28,7 @@ from resultlog.schemas._view import FoldFields, FoldView, ViewPlans, accepts, mi
 from resultlog.schemas.chunk_task import ChunkTask
 from resultlog.schemas.errors import (
     DecodeError,
+    Location,
     OutOfRangeError,
     RegistryNotConfiguredError,
     SchemaError,
@@ -44,18 +45,11 @@ _SINGLE_OBJECT_HEADER = 10
 _REGISTRY_HEADER = 5
 
 ModelT = TypeVar("ModelT", SampleResult, RunSummary, ChunkTask)
-# pydantic error types that mean "a number outside its bounds" (DESIGN rule 9).
+_NOWHERE = Location()
+# pydantic error types that mean "a number outside its bounds" (docs/design.md, rule 9).
 _BOUND_ERRORS = frozenset(
     {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
 )
-
-
-class Where(NamedTuple):
-    """Where bytes were read from, as far as the caller knows."""
-
-    topic: str | None
-    partition: int | None
-    offset: int | None
 
 
 class WireFormat(StrEnum):
@@ -65,9 +59,9 @@ class WireFormat(StrEnum):
     REGISTRY = "registry"
 
 
-def _fail(cls: type[DecodeError], reason: str, raw: bytes | None, where: Where) -> DecodeError:
+def _fail(cls: type[DecodeError], reason: str, raw: bytes | None, where: Location) -> DecodeError:
     """A located decode error."""
-    return cls(reason, raw, topic=where.topic, partition=where.partition, offset=where.offset)
+    return cls(reason, raw, where)
 
 
 def _label(version: SchemaVersion) -> str:
@@ -76,7 +70,7 @@ def _label(version: SchemaVersion) -> str:
     return f"{version.name} {origin} ({version.fingerprint.hex()})"
 
 
-def _as_bytes(raw: bytes | bytearray | memoryview | None, where: Where) -> bytes:
+def _as_bytes(raw: bytes | bytearray | memoryview | None, where: Location) -> bytes:
     """Normalise a Kafka value to bytes, rejecting empty ones."""
     if type(raw) is bytes and raw:
         return raw
@@ -135,7 +129,7 @@ class _RecordCodec(Generic[ModelT]):
         schema_id = registry.schema_id(topic, self.reader)
         return bytes((REGISTRY_MAGIC,)) + schema_id.to_bytes(4, "big")
 
-    def decode(self, raw: bytes, registry: Registry | None, where: Where) -> ModelT:
+    def decode(self, raw: bytes, registry: Registry | None, where: Location) -> ModelT:
         """Unframe, read into the reader schema, check the version, validate the contract."""
         writer, start = self._writer_of(raw, registry, where)
         reader = None if writer is self.reader else self.reader.parsed
@@ -146,7 +140,7 @@ class _RecordCodec(Generic[ModelT]):
         return cast(ModelT, self.validate(self._validate, datum, raw, where))
 
     def read_prefix(
-        self, raw: bytes, registry: Registry | None, where: Where, plans: ViewPlans
+        self, raw: bytes, registry: Registry | None, where: Location, plans: ViewPlans
     ) -> dict[str, Any]:
         """Unframe and read only the leading fields `plans` cut the writer schema to."""
         writer, start = self._writer_of(raw, registry, where)
@@ -159,7 +153,7 @@ class _RecordCodec(Generic[ModelT]):
         return self._read(raw, start, plan, writer, where)[0]
 
     def validate(
-        self, validate: Callable[..., object], datum: dict[str, Any], raw: bytes, where: Where
+        self, validate: Callable[..., object], datum: dict[str, Any], raw: bytes, where: Location
     ) -> object:
         """Check the format version, then validate the datum; failures are located."""
         version = datum.get("format_version")
@@ -178,7 +172,7 @@ class _RecordCodec(Generic[ModelT]):
             ) from exc
 
     def _writer_of(
-        self, raw: bytes, registry: Registry | None, where: Where
+        self, raw: bytes, registry: Registry | None, where: Location
     ) -> tuple[SchemaVersion, int]:
         """The writer schema of a value and where its body starts."""
         if raw[:_SINGLE_OBJECT_HEADER] == self.header:  # the hot path: our own current schema
@@ -186,7 +180,7 @@ class _RecordCodec(Generic[ModelT]):
         return self._writer(raw, registry, where)
 
     def _writer(
-        self, raw: bytes, registry: Registry | None, where: Where
+        self, raw: bytes, registry: Registry | None, where: Location
     ) -> tuple[SchemaVersion, int]:
         """The writer schema named by the frame header, and where the body starts."""
         if raw.startswith(SINGLE_OBJECT_MAGIC):
@@ -196,7 +190,7 @@ class _RecordCodec(Generic[ModelT]):
         reason = f"unrecognised framing: first byte 0x{raw[0]:02x} (expected 0xc3 0x01 or 0x00)"
         raise _fail(DecodeError, reason, raw, where)
 
-    def _by_fingerprint(self, raw: bytes, where: Where) -> SchemaVersion:
+    def _by_fingerprint(self, raw: bytes, where: Location) -> SchemaVersion:
         """Find a single-object writer schema among the shipped versions."""
         if len(raw) < _SINGLE_OBJECT_HEADER:
             reason = f"truncated single-object header ({len(raw)} of 10 bytes)"
@@ -208,7 +202,9 @@ class _RecordCodec(Generic[ModelT]):
             raise _fail(UnknownSchemaError, reason, raw, where)
         return self._check_name(writer, f"fingerprint {fingerprint.hex()}", raw, where)
 
-    def _by_schema_id(self, raw: bytes, registry: Registry | None, where: Where) -> SchemaVersion:
+    def _by_schema_id(
+        self, raw: bytes, registry: Registry | None, where: Location
+    ) -> SchemaVersion:
         """Find a registry-framed writer schema by id."""
         if len(raw) < _REGISTRY_HEADER:
             reason = f"truncated registry header ({len(raw)} of 5 bytes)"
@@ -243,7 +239,7 @@ class _RecordCodec(Generic[ModelT]):
         return False
 
     def _check_name(
-        self, writer: SchemaVersion, label: str, raw: bytes, where: Where
+        self, writer: SchemaVersion, label: str, raw: bytes, where: Location
     ) -> SchemaVersion:
         """Refuse bytes of another record type (e.g. a RunSummary read as a SampleResult)."""
         if writer.name != self.name:
@@ -257,7 +253,7 @@ class _RecordCodec(Generic[ModelT]):
         start: int,
         schemas: tuple[dict[str, Any], dict[str, Any] | None],
         writer: SchemaVersion,
-        where: Where,
+        where: Location,
     ) -> tuple[dict[str, Any], int]:
         """Read an Avro body with (writer, reader) schemas, resolving another version's; the
         datum and where it ended."""
@@ -331,25 +327,21 @@ class Codec:
         self,
         raw: bytes | bytearray | memoryview | None,
         *,
-        topic: str | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
+        at: Location | None = None,
     ) -> SampleResult:
         """Deserialize and validate a record; any failure is a DecodeError carrying the bytes."""
-        where = Where(topic, partition, offset)
+        where = at or _NOWHERE
         return self._samples.decode(_as_bytes(raw, where), self._registry, where)
 
     def decode_fold_view(
         self,
         raw: bytes | bytearray | memoryview | None,
         *,
-        topic: str | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
+        at: Location | None = None,
     ) -> FoldView:
         """Deserialize and validate only the fields the fold reads (see FoldView): the bytes
         after them are not read. Failures are the DecodeErrors `decode_sample_result` raises."""
-        where = Where(topic, partition, offset)
+        where = at or _NOWHERE
         raw = _as_bytes(raw, where)
         datum = self._view_datum(raw, where)
         return cast(FoldView, self._samples.validate(self._validate_view, datum, raw, where))
@@ -358,13 +350,11 @@ class Codec:
         self,
         raw: bytes | bytearray | memoryview | None,
         *,
-        topic: str | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
+        at: Location | None = None,
     ) -> FoldFields:
         """`decode_fold_view`'s fields as plain values, without building models: the same
         records are accepted, and the same DecodeErrors raised for the others."""
-        where = Where(topic, partition, offset)
+        where = at or _NOWHERE
         raw = _as_bytes(raw, where)
         datum = self._view_datum(raw, where)
         if accepts(datum):
@@ -375,7 +365,7 @@ class Codec:
         fields["created_at_ms"] = datum["created_at_ms"]
         return cast(FoldFields, fields)
 
-    def _view_datum(self, raw: bytes, where: Where) -> dict[str, Any]:
+    def _view_datum(self, raw: bytes, where: Location) -> dict[str, Any]:
         """The fold prefix of a value, `created_at` moved to `created_at_ms`."""
         datum = self._samples.read_prefix(raw, self._registry, where, self._views)
         reason = millis_error(datum)
@@ -391,12 +381,10 @@ class Codec:
         self,
         raw: bytes | bytearray | memoryview | None,
         *,
-        topic: str | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
+        at: Location | None = None,
     ) -> RunSummary:
         """Deserialize and validate a summary; any failure is a DecodeError carrying the bytes."""
-        where = Where(topic, partition, offset)
+        where = at or _NOWHERE
         return self._summaries.decode(_as_bytes(raw, where), self._registry, where)
 
     def encode_chunk_task(self, task: ChunkTask, topic: str | None = None) -> bytes:
@@ -407,10 +395,8 @@ class Codec:
         self,
         raw: bytes | bytearray | memoryview | None,
         *,
-        topic: str | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
+        at: Location | None = None,
     ) -> ChunkTask:
         """Deserialize and validate a task; any failure is a DecodeError carrying the bytes."""
-        where = Where(topic, partition, offset)
+        where = at or _NOWHERE
         return self._tasks.decode(_as_bytes(raw, where), self._registry, where)

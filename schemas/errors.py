@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 
 class ResultLogError(Exception):
     """Root of every error resultlog raises on purpose."""
@@ -19,37 +21,51 @@ class RegistryError(SchemaError):
     """The schema registry could not be reached or refused a request (retryable, not poison)."""
 
 
+class Location(NamedTuple):
+    """Where bytes were read from (topic, partition, offset), as far as the reader knows."""
+
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+
 class DecodeError(SchemaError):
     """Bytes read from Kafka could not be decoded into a record."""
 
     _subject = "record"
 
-    def __init__(
-        self,
-        reason: str,
-        raw: bytes | None,
-        *,
-        topic: str | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
-    ) -> None:
+    def __init__(self, reason: str, raw: bytes | None, at: Location | None = None) -> None:
         self.reason = reason
         self.raw = raw
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
+        self.location = at if at is not None else Location()
         super().__init__(self._describe())
 
+    @property
+    def topic(self) -> str | None:
+        """The topic the bytes came from, if known."""
+        return self.location.topic
+
+    @property
+    def partition(self) -> int | None:
+        """Their partition, if known."""
+        return self.location.partition
+
+    @property
+    def offset(self) -> int | None:
+        """Their offset, if known."""
+        return self.location.offset
+
     def _describe(self) -> str:
-        where = ""
-        if self.topic is not None:
-            where = f" at {self.topic}[{self.partition}]@{self.offset}"
+        where = "" if self.topic is None else f" at {self.location}"
         size = "no value" if self.raw is None else f"{len(self.raw)} bytes"
         return f"cannot decode {self._subject}{where} ({size}): {self.reason}"
 
-    def at(self, topic: str, partition: int, offset: int) -> DecodeError:
+    def at(self, location: Location) -> DecodeError:
         """A copy of this error (same class and cause) naming where the bytes came from."""
-        located = type(self)(self.reason, self.raw, topic=topic, partition=partition, offset=offset)
+        located = type(self)(self.reason, self.raw, location)
         located.__cause__ = self.__cause__
         return located
 
@@ -69,7 +85,7 @@ class UnknownSchemaError(DecodeError):
 
 
 class OutOfRangeError(DecodeError):
-    """A record decodes but a number in it is outside the contract's bounds (DESIGN rule 9)."""
+    """A record decodes but a number in it is outside the contract's bounds (design rule 9)."""
 
 
 class RegistryNotConfiguredError(UnknownSchemaError, ConfigurationError):

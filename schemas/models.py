@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal, Self
+from typing import Literal, Protocol, Self
 
 from pydantic import Field, model_validator
 
@@ -18,6 +18,7 @@ from resultlog.schemas._types import (
     NonEmptyStr,
     PositiveIndex,
     RecordMetrics,
+    RunKeyPart,
     Timestamp,
     Tokens,
     UnitInterval,
@@ -109,13 +110,82 @@ class WriterProcess(Frozen):
     pid: Count
 
 
-class SampleResult(Frozen):
+class _FoldedFields(Protocol):
+    """The fields a SampleResult and its fold view share, as the shared rules read them."""
+
+    run_id: str
+    benchmark_id: str
+    model: str
+    sample_index: int
+    epoch: int
+    epochs: int
+    dataset_size: int | None
+    status: RecordStatus
+    error: RecordError | None
+    usage: Usage | None
+    spent_cost: float | None
+
+
+class RecordRules:
+    """The cross-field rules and derived values of a record, shared by SampleResult and the
+    fold view (`schemas._view.FoldView`), so both accept and answer alike."""
+
+    __slots__ = ()
+
+    def check_record_rules(self: _FoldedFields) -> None:
+        """Refuse what the Avro types cannot express: epoch and index within the run's shape,
+        an error exactly when degraded, a spend that includes the kept cost."""
+        if self.epoch >= self.epochs:
+            raise ValueError(f"epoch must be < epochs (epoch={self.epoch}, epochs={self.epochs})")
+        if self.dataset_size is not None and self.sample_index >= self.dataset_size:
+            raise ValueError(
+                f"sample_index must be < dataset_size "
+                f"(sample_index={self.sample_index}, dataset_size={self.dataset_size})"
+            )
+        degraded = self.status is RecordStatus.DEGRADED
+        if degraded and self.error is None:
+            raise ValueError("error is required when status is 'degraded'")
+        if not degraded and self.error is not None:
+            raise ValueError("error must be null when status is 'completed'")
+        kept = _kept_cost(self)
+        if self.spent_cost is not None and self.spent_cost < kept:
+            raise ValueError(
+                f"spent_cost must be >= usage.total_cost, which it includes "
+                f"(spent_cost={self.spent_cost}, usage.total_cost={kept})"
+            )
+
+    @property
+    def run_key(self: _FoldedFields) -> RunKey:
+        """The run this record belongs to."""
+        return RunKey(self.run_id, self.benchmark_id, self.model)
+
+    @property
+    def degraded(self: _FoldedFields) -> bool:
+        """True for an outcome synthesized from an error."""
+        return self.status is RecordStatus.DEGRADED
+
+    @property
+    def kept_cost(self: _FoldedFields) -> float:
+        """The cost of the attempt this record keeps (its usage)."""
+        return _kept_cost(self)
+
+    @property
+    def spent(self: _FoldedFields) -> float:
+        """What this key has cost so far: spent_cost, or the kept cost for a v1 record."""
+        return _kept_cost(self) if self.spent_cost is None else self.spent_cost
+
+
+def _kept_cost(record: _FoldedFields) -> float:
+    return record.usage.total_cost if record.usage is not None else 0.0
+
+
+class SampleResult(RecordRules, Frozen):
     """One result event, keyed by run key + (sample_index, epoch)."""
 
     format_version: Literal[1] = 1
-    run_id: NonEmptyStr
-    benchmark_id: NonEmptyStr
-    model: NonEmptyStr
+    run_id: RunKeyPart
+    benchmark_id: RunKeyPart
+    model: RunKeyPart
     sample_index: Index
     epoch: Index
     sample_id: NonEmptyStr
@@ -147,48 +217,12 @@ class SampleResult(Frozen):
     @model_validator(mode="after")
     def _check_invariants(self) -> Self:
         """Cross-field rules the Avro types cannot express."""
-        if self.epoch >= self.epochs:
-            raise ValueError(f"epoch must be < epochs (epoch={self.epoch}, epochs={self.epochs})")
-        if self.dataset_size is not None and self.sample_index >= self.dataset_size:
-            raise ValueError(
-                f"sample_index must be < dataset_size "
-                f"(sample_index={self.sample_index}, dataset_size={self.dataset_size})"
-            )
-        degraded = self.status is RecordStatus.DEGRADED
-        if degraded and self.error is None:
-            raise ValueError("error is required when status is 'degraded'")
-        if not degraded and self.error is not None:
-            raise ValueError("error must be null when status is 'completed'")
-        if self.spent_cost is not None and self.spent_cost < self.kept_cost:
-            raise ValueError(
-                f"spent_cost must be >= usage.total_cost, which it includes "
-                f"(spent_cost={self.spent_cost}, usage.total_cost={self.kept_cost})"
-            )
+        self.check_record_rules()
         if (self.config is None) != (self.config_fingerprint is None):
             raise ValueError("config and config_fingerprint are set together or not at all")
         return self
 
     @property
-    def run_key(self) -> RunKey:
-        """The run this record belongs to."""
-        return RunKey(self.run_id, self.benchmark_id, self.model)
-
-    @property
     def key(self) -> bytes:
         """The record's Kafka key on the sample-results topic."""
         return encode_key(self.run_key, self.sample_index, self.epoch)
-
-    @property
-    def degraded(self) -> bool:
-        """True for an outcome synthesized from an error."""
-        return self.status is RecordStatus.DEGRADED
-
-    @property
-    def kept_cost(self) -> float:
-        """The cost of the attempt this record keeps (its usage)."""
-        return self.usage.total_cost if self.usage is not None else 0.0
-
-    @property
-    def spent(self) -> float:
-        """What this key has cost so far: spent_cost, or the kept cost for a v1 record."""
-        return self.kept_cost if self.spent_cost is None else self.spent_cost

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
 
 from resultlog.schemas.errors import SchemaError
 
+# C0 and C1 controls (NUL, newlines, escapes), the bidi marks, embeddings, overrides and
+# isolates (a name that reorders itself: "rtl-\u202egnp.exe" shows as "rtl-exe.png"), and
+# the Unicode line and paragraph separators.
+_REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+# A path segment browsers and URL parsers resolve away: /page/run/../b/m is /page/b/m.
+_DOT_SEGMENTS = frozenset({".", ".."})
+
 
 class InvalidRunKeyError(SchemaError, ValueError):
-    """A run key part is empty, not a string, or not encodable as UTF-8."""
+    """A run key part is empty, not a string, not UTF-8, a dot segment or has a control char."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -37,3 +46,19 @@ def _check_part(name: str, value: object) -> None:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidRunKeyError(f"RunKey.{name} is not encodable as UTF-8: {exc}") from exc
+    if value in _DOT_SEGMENTS:
+        raise InvalidRunKeyError(f"RunKey.{name} must not be {value!r}: links to it would not work")
+    found = _REFUSED.search(value)
+    if found is not None:
+        char = found.group()
+        label = unicodedata.name(char, "CONTROL")
+        raise InvalidRunKeyError(
+            f"RunKey.{name} contains a control character, U+{ord(char):04X} ({label}), at "
+            f"position {found.start()} (control and bidi characters are refused)"
+        )
+
+
+def check_run_key_part(value: str, name: str) -> str:
+    """`value` if it may be the `name` part of a run key; InvalidRunKeyError otherwise."""
+    _check_part(name, value)
+    return value

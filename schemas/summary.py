@@ -7,7 +7,15 @@ from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from resultlog.schemas._types import Count, Frozen, Metrics, NonEmptyStr, NonNegativeReal, Timestamp
+from resultlog.schemas._types import (
+    Count,
+    Frozen,
+    Metrics,
+    NonEmptyStr,
+    NonNegativeReal,
+    RunKeyPart,
+    Timestamp,
+)
 from resultlog.schemas.keys import encode_run_key
 from resultlog.schemas.runkey import RunKey
 
@@ -42,12 +50,12 @@ class AsOf(Frozen):
 
 
 class RunSummary(Frozen):
-    """Aggregate of a run key's latest records (see DESIGN.md, "The fold")."""
+    """Aggregate of a run key's latest records (docs/design.md, rules 12 and 13)."""
 
     format_version: Literal[1] = 1
-    run_id: NonEmptyStr
-    benchmark_id: NonEmptyStr
-    model: NonEmptyStr
+    run_id: RunKeyPart
+    benchmark_id: RunKeyPart
+    model: RunKeyPart
     records: Count
     expected_records: Count | None = None
     degraded_records: Count

@@ -181,7 +181,9 @@ def build() -> dict[str, Any]:
         raw = codec.encode_sample_result(full)
         records.append(_vector(f"{name}.v2", 2, full.key, full.model_dump(), raw))
     return {
-        "about": "Golden vectors of resultlog's wire contract; see README, 'Wire contract'.",
+        "about": (
+            "Golden vectors of resultlog's wire contract; see docs/design.md, 'The wire contract'."
+        ),
         "partitions": PARTITIONS,
         "partitioner": "blake2b(encoded_run_key, digest_size=8) read big-endian, mod partitions",
         "schemas": {

@@ -1,4 +1,4 @@
-"""Screenshots of the three pages of a running runs page (`make page`) for the README.
+"""Screenshots of the three pages of a running runs page (`make page`) for docs/runs-page.md.
 
 Usage: .venv/bin/python scripts/page_screenshots.py [URL] (default http://127.0.0.1:8080);
 writes docs/page-runs.png, docs/page-run.png and docs/page-compare.png with the system's

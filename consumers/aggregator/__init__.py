@@ -42,7 +42,7 @@ write them again: DLQ delivery is at-least-once.
 
 from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.aggregator._service import Aggregator
-from resultlog.consumers.aggregator._state import Lookup, RunsPage
+from resultlog.consumers.aggregator._state import Lookup, RunFilter, RunsPage
 from resultlog.consumers.aggregator.web import (
     BadRequestError,
     HttpServer,
@@ -56,6 +56,7 @@ __all__ = [
     "Health",
     "HttpServer",
     "Lookup",
+    "RunFilter",
     "RunsPage",
     "create_app",
     "run_key_from_path",

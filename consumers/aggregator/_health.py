@@ -22,7 +22,7 @@ class PartitionHealth:
 
 @dataclass(frozen=True)
 class Health:
-    """Readiness: joined the group and every assigned partition caught up."""
+    """Readiness: joined the group, holding partitions, and every one of them caught up."""
 
     running: bool
     joined: bool
@@ -30,16 +30,23 @@ class Health:
 
     @property
     def ready(self) -> bool:
-        """True once every assigned partition has been re-folded up to its assignment HWM."""
-        return self.running and self.joined and all(p.caught_up for p in self.partitions)
+        """True once every assigned partition has been re-folded up to its assignment HWM.
+
+        An instance holding no partition serves no run (it lost them all, or the group has
+        more members than partitions): it is not ready, so a load balancer skips it.
+        """
+        held = bool(self.partitions)
+        return self.running and self.joined and held and all(p.caught_up for p in self.partitions)
 
     @property
     def status(self) -> str:
-        """stopped, starting (not in the group yet), rebuilding or ready."""
+        """stopped, starting (not in the group yet), idle (no partition), rebuilding or ready."""
         if not self.running:
             return "stopped"
         if not self.joined:
             return "starting"
+        if not self.partitions:
+            return "idle"
         return "ready" if self.ready else "rebuilding"
 
     def as_json(self) -> dict[str, Any]:

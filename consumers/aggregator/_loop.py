@@ -20,6 +20,7 @@ from confluent_kafka import (
 )
 
 from resultlog.consumers._ingest import Ingested, ingest
+from resultlog.consumers.aggregator._index import RunIndexWriter
 from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
@@ -42,6 +43,7 @@ _TICK_BUDGET_S = 0.01  # folding for publication per loop iteration, before cons
 _ERROR_LOG_EVERY_S = 30.0
 _LAYOUT_CHECK_S = 5.0  # how often a running aggregator checks its topics against the settings
 _REGISTRY_PAUSE_S = 1.0  # before reading again what the registry kept us from decoding
+_STALE_READ_S = 5.0  # reading the summaries to serve stale, before restoring checkpoints
 _REGISTRY_ERROR = -1  # the key of registry failures among the rate-limited error logs
 
 
@@ -86,6 +88,7 @@ class ConsumerLoop:
                 kafka, metrics, results, root=state_dir, max_age_ms=delete_retention_ms(kafka)
             )
             self._save_interval_s = kafka.settings.aggregator_save_interval_s
+            self._index = RunIndexWriter(kafka, results)
             shared.state = AggregatorState(num_partitions=results)
             consumer.subscribe(
                 [self.topic],
@@ -115,6 +118,7 @@ class ConsumerLoop:
                 self._reconcile()
                 self._compute_wanted()
                 self._publisher.poll()
+                self._index.tick(self._positions())
                 self._dlq.poll()
                 # A tick spreads its folds over iterations, so ingestion and readers never
                 # wait for every changed run to be folded at once.
@@ -210,7 +214,13 @@ class ConsumerLoop:
                 log.debug("cannot rewind %s[%d]: %s", self.topic, partition, exc)
         self._stopping.wait(_REGISTRY_PAUSE_S)
 
+    def _positions(self) -> dict[int, int]:
+        """Per assigned partition: the next offset to read (every record below is applied)."""
+        with self._shared.lock:
+            return {p: state.position for p, state in self._state.partitions.items()}
+
     def _apply(self, item: Ingested) -> None:
+        self._index.note(item.partition, item.offset, item.key)
         if item.record_id is None:
             self._state.advance(item.partition, item.offset)
         elif item.contribution is None:
@@ -223,9 +233,7 @@ class ConsumerLoop:
         self._scanned[item.partition] = max(self._scanned.get(item.partition, 0), item.offset + 1)
         if item.poison is None or not first_read:
             return
-        log.warning("dead-lettering a %s record: %s", item.poison.kind, item.poison.reason)
-        self._metrics.dead_lettered.labels(reason=item.poison.kind).inc()
-        self._dlq.send(
+        sent = self._dlq.send(
             item.key,
             item.value,
             reason=item.poison.reason,
@@ -234,6 +242,9 @@ class ConsumerLoop:
             source_partition=item.partition,
             source_offset=item.offset,
         )
+        if sent:  # not when an earlier reader of the log dead-lettered it already
+            log.warning("dead-lettered a %s record: %s", item.poison.kind, item.poison.reason)
+            self._metrics.dead_lettered.labels(reason=item.poison.kind).inc()
 
     def _consume_error(self, error: KafkaError) -> None:
         if error.fatal():
@@ -321,6 +332,7 @@ class ConsumerLoop:
         self._watcher.close()
         if self._checkpoints is not None:
             self._checkpoints.close()
+        self._index.close()
         with self._shared.lock:
             self._state.close()
         self._publisher.flush(10.0)
@@ -346,13 +358,13 @@ class ConsumerLoop:
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
         opened = self._stores.open(bounds)
         unsaved = {p: bounds[p] for p, found in opened.items() if found.next_offset is None}
-        checkpoints = self._checkpoints
-        restored: dict[int, Restored] = {}
-        if checkpoints is not None:
-            identity = self._stores.identity
-            log_id = None if identity is None else (identity.cluster_id, identity.topic_id)
-            checkpoints.identify(log_id)
-            restored = checkpoints.restore(unsaved)
+        self._serve_stale(unsaved)
+        restored = self._restore_checkpoints(unsaved)
+        # Outside the lock: meanwhile readers get the summaries topic's summaries, stale.
+        filled = {
+            p: Stores.fill(opened[p].store, found.folds, found.next_offset)
+            for p, found in restored.items()
+        }
         starts: dict[int, int] = {}
         with self._shared.lock:
             self._state.joined = True
@@ -365,7 +377,7 @@ class ConsumerLoop:
                     self._state.restore(partition, high, saved, folds, store)
                 elif found is not None:
                     starts[partition] = found.next_offset
-                    folds = Stores.fill(store, found.folds, found.next_offset)
+                    folds = filled[partition]
                     self._state.restore(partition, high, found.next_offset, folds, store)
                 else:
                     self._state.assign(partition, low, high, store)
@@ -373,19 +385,50 @@ class ConsumerLoop:
         rebuilt = [p for p in fresh if p not in starts]
         if rebuilt:
             log.info("rebuilding partitions %s of %s", rebuilt, self.topic)
+        for partition, (low, _) in bounds.items():
+            self._index.assign(partition, low, starts.get(partition, low))
         starts.update({p: OFFSET_BEGINNING for p in rebuilt})
         consumer.incremental_assign([TopicPartition(self.topic, p, o) for p, o in starts.items()])
         self._watcher.assign(fresh)
 
+    def _serve_stale(self, unsaved: dict[int, tuple[int, int | None]]) -> None:
+        """Before restoring partitions without saved state: read their summaries from the
+        summaries topic and serve those, marked stale, until the partitions caught up."""
+        if not unsaved:
+            return
+        self._watcher.assign(list(unsaved))
+        with self._shared.lock:
+            for partition, (low, high) in unsaved.items():
+                self._state.assign(partition, low, high)
+                placeholder = self._state.partitions[partition]
+                placeholder.caught_up = False
+                placeholder.stale = self._watcher.held(partition)
+        self._watcher.catch_up(list(unsaved), _STALE_READ_S)
+
+    def _restore_checkpoints(
+        self, unsaved: dict[int, tuple[int, int | None]]
+    ) -> dict[int, Restored]:
+        checkpoints = self._checkpoints
+        if checkpoints is None:
+            return {}
+        identity = self._stores.identity
+        checkpoints.identify(None if identity is None else (identity.cluster_id, identity.topic_id))
+        return checkpoints.restore(unsaved)
+
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {p.partition for p in partitions}
         self._publish_changed(gone)
+        positions = self._positions()
+        for partition in gone:
+            self._index.revoke(partition, positions.get(partition))
         if self._checkpoints is not None:
             self._checkpoints.write_now(self._shared, gone)
         self._drop(gone)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Another member may own these already: publish nothing, just forget them.
+        for partition in partitions:
+            self._index.revoke(partition.partition, None)
         self._drop({p.partition for p in partitions})
 
     def _drop(self, partitions: set[int]) -> None:

@@ -20,7 +20,7 @@ _PREFIX = "resultlog_aggregator"
 # Why a partition's checkpoint was not used (the reasons of `_checkpoint_read.Unusable`).
 CHECKPOINT_IGNORED = (
     "missing", "corrupt", "incomplete", "foreign", "beyond_end", "truncated", "stale",
-    "unreadable", "foreign_cluster", "foreign_topic",
+    "unreadable", "foreign_cluster", "foreign_topic", "old_version",
 )  # fmt: skip
 # Why a partition's state store was not used (the reasons of `store.Refused`).
 STATE_IGNORED = (

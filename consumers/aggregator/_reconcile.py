@@ -11,9 +11,11 @@ it finds there:
 - a summary of a run it does not hold (a phantom, or a run purged since): a tombstone;
 - a tombstone, or an undecodable value, for a run it holds: its own summary again.
 
-A summary the topic holds with source "aggregator" is its own (or a peer's in its group, for
-partitions it did not own then, and it republishes every run when it takes a partition over),
-so it is left alone: reading its own publications back never triggers a publication. A summary
+A summary the topic holds with source "aggregator" of a run it holds is its own (or a peer's
+in its group, for partitions it did not own then, and it republishes every run when it takes a
+partition over), so it is left alone: reading its own publications back never triggers a
+publication. One of a run it does not hold is a phantom whoever wrote it (an aggregator of a
+log since deleted or recreated, say) and gets its tombstone like any other. A summary
 that names offsets past what this instance has read waits until it has read that far, so a
 fresher replay is compared with an equally fresh fold, never answered with an older one.
 """
@@ -21,6 +23,7 @@ fresher replay is compared with an equally fresh fold, never answered with an ol
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +32,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 
 from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import Codec, DecodeError, RunKey, RunSummary, decode_run_key
+from resultlog.schemas import Codec, DecodeError, Location, RunKey, RunSummary, decode_run_key
 
 __all__ = ["Corrections", "SummaryWatcher"]
 
@@ -83,10 +86,10 @@ class SummaryWatcher:
         """The partition's latest values read and not compared yet (live, not a copy)."""
         return self._pending.get(partition, {})
 
-    def poll(self) -> None:
-        """Take what arrived without waiting (the latest value per run key wins)."""
+    def poll(self, wait_s: float = 0.0) -> None:
+        """Take what arrived (waiting at most `wait_s`; the latest value per run key wins)."""
         try:
-            batch = self._consumer.consume(num_messages=_BATCH, timeout=0)
+            batch = self._consumer.consume(num_messages=_BATCH, timeout=wait_s)
         except KafkaException as exc:  # informational: the next poll tries again
             log.debug("cannot read %s: %s", self.topic, exc)
             return
@@ -101,6 +104,27 @@ class SummaryWatcher:
             except DecodeError:
                 continue  # not a run's summary: nothing of ours to compare it with
             pending[run_key] = self._observe(message.value())
+
+    def catch_up(self, partitions: list[int], timeout_s: float) -> None:
+        """Read these partitions to their current end (for at most `timeout_s`): what is
+        served, marked stale, while their state restores."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            ends = {p: self._consumer.get_watermark_offsets(self._tp(p), 5.0) for p in partitions}
+        except KafkaException as exc:
+            log.debug("cannot read %s's ends: %s", self.topic, exc)
+            return
+        while time.monotonic() < deadline:
+            try:
+                at = self._consumer.position([self._tp(p) for p in ends])
+            except KafkaException:
+                return
+            if all(p.offset >= ends[p.partition][1] or _empty(ends[p.partition]) for p in at):
+                return
+            self.poll(0.05)
+
+    def _tp(self, partition: int) -> TopicPartition:
+        return TopicPartition(self.topic, partition)
 
     def corrections(self, state: AggregatorState, now: datetime) -> Corrections:
         """What to publish for the values seen in caught-up partitions (those are then done)."""
@@ -128,9 +152,14 @@ class SummaryWatcher:
         if value is None:
             return None
         try:
-            return self._codec.decode_run_summary(value, topic=self.topic)
+            return self._codec.decode_run_summary(value, at=Location(self.topic))
         except DecodeError:
             return UNREADABLE
+
+
+def _empty(bounds: tuple[int, int]) -> bool:
+    low, high = bounds
+    return high <= max(low, 0)
 
 
 def _ahead(observed: Observed, partition: int, position: int) -> bool:
@@ -144,10 +173,10 @@ def _correct(
     run_key: RunKey, observed: Observed, ours: RunSummary | None, found: Corrections
 ) -> None:
     if isinstance(observed, RunSummary):
-        if observed.as_of is not None and observed.as_of.source == _OURS:
-            return
-        if ours is None:
+        if ours is None:  # a run without records has no summary, whoever wrote one
             found.tombstones.append(run_key)
+        elif observed.as_of is not None and observed.as_of.source == _OURS:
+            return
         elif _bare(ours) != _bare(observed):
             found.republish.append(run_key)
     elif ours is not None:  # a tombstone or garbage where a live run's summary belongs

@@ -11,7 +11,14 @@ from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.aggregator._kafka import consumer_overrides
 from resultlog.consumers.aggregator._loop import ConsumerLoop
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator._state import Lookup, RunsPage, Shared, utc_now
+from resultlog.consumers.aggregator._state import (
+    EVERY_RUN,
+    Lookup,
+    RunFilter,
+    RunsPage,
+    Shared,
+    utc_now,
+)
 from resultlog.consumers.resume import RunRecords, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, RunSummary
@@ -112,21 +119,17 @@ class Aggregator:
     def summaries(
         self,
         *,
-        run_id: str | None = None,
-        benchmark: str | None = None,
-        model: str | None = None,
+        where: RunFilter = EVERY_RUN,
         limit: int | None = None,
     ) -> list[RunSummary]:
         """Current summaries of the runs this instance serves, in run key order."""
-        found = self.page(run_id=run_id, benchmark=benchmark, model=model, limit=limit)
+        found = self.page(where=where, limit=limit)
         return found.summaries
 
     def page(
         self,
         *,
-        run_id: str | None = None,
-        benchmark: str | None = None,
-        model: str | None = None,
+        where: RunFilter = EVERY_RUN,
         after: RunKey | None = None,
         limit: int | None = None,
     ) -> RunsPage:
@@ -135,9 +138,7 @@ class Aggregator:
             lambda late: self._shared.state.page(
                 utc_now(),
                 compute=late,
-                run_id=run_id,
-                benchmark=benchmark,
-                model=model,
+                where=where,
                 after=after,
                 limit=limit,
             )
@@ -152,10 +153,11 @@ class Aggregator:
         assert answer is not None  # compute=True always answers
         return answer
 
-    def run_records(self, run_key: RunKey) -> RunRecords:
-        """The run key's latest records, read from its partition now (the resume reader): the
-        per-sample views of the runs page, which the fold's totals do not keep."""
-        return read_run_records(self._kafka, run_key, timeout_s=_RECORDS_TIMEOUT_S)
+    def run_records(self, run_key: RunKey, stop: threading.Event | None = None) -> RunRecords:
+        """The run key's latest records, read from its partition now (the resume reader, so
+        through the run index): the per-sample views of the runs page, which the fold's
+        totals do not keep. Gives up (ConsumerError) once `stop` is set."""
+        return read_run_records(self._kafka, run_key, timeout_s=_RECORDS_TIMEOUT_S, stop=stop)
 
     def health(self) -> Health:
         """Readiness and per-partition lag."""

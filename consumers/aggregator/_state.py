@@ -24,6 +24,7 @@ __all__ = [
     "Job",
     "Lookup",
     "PartitionState",
+    "RunFilter",
     "RunsPage",
     "Shared",
     "utc_now",
@@ -127,6 +128,26 @@ class PartitionState:
 
 
 @dataclass(frozen=True)
+class RunFilter:
+    """Which runs a listing holds: every part given must equal the run key's."""
+
+    run_id: str | None = None
+    benchmark: str | None = None
+    model: str | None = None
+
+    def matches(self, run_key: RunKey) -> bool:
+        """Whether the run key has every part this filter gives."""
+        return (
+            (self.run_id is None or run_key.run_id == self.run_id)
+            and (self.benchmark is None or run_key.benchmark_id == self.benchmark)
+            and (self.model is None or run_key.model == self.model)
+        )
+
+
+EVERY_RUN = RunFilter()
+
+
+@dataclass(frozen=True)
 class RunsPage:
     """One page of the served runs: its summaries, how many runs match in all, and the run
     key to continue after (None: this is the last page)."""
@@ -194,6 +215,8 @@ class AggregatorState:
         if state is not None and state.store is not None:
             state.store.flush(state.position)
             state.store.close()
+        if not self.partitions:  # holding nothing (all lost, say): not a member that serves
+            self.joined = False
 
     def put(
         self, partition: int, offset: int, record_id: RecordId, record: Contribution | SampleResult
@@ -263,34 +286,24 @@ class AggregatorState:
         now: datetime,
         *,
         compute: bool,
-        run_id: str | None = None,
-        benchmark: str | None = None,
-        model: str | None = None,
+        where: RunFilter = EVERY_RUN,
         after: RunKey | None = None,
         limit: int | None = None,
     ) -> RunsPage | None:
         """Served runs in run key order, filtered, after `after`, at most `limit` of them, and
         how many match in all; None (and wishes) if a summary must be computed first."""
-
-        def wanted(run_key: RunKey) -> bool:
-            return (
-                (run_id is None or run_key.run_id == run_id)
-                and (benchmark is None or run_key.benchmark_id == benchmark)
-                and (model is None or run_key.model == model)
-            )
-
         served: list[tuple[RunKey, PartitionState | RunSummary]] = [
             (run_key, state)
             for state in self.partitions.values()
             if state.caught_up
             for run_key, run in state.runs.items()
-            if len(run.fold) and wanted(run_key)
+            if len(run.fold) and where.matches(run_key)
         ]
         served.extend(
             (run_key, summary)
             for state in self.partitions.values()
             for run_key, summary in state.stale_summaries().items()
-            if wanted(run_key)
+            if where.matches(run_key)
         )
         matching = sorted(served, key=lambda item: item[0])
         start = 0 if after is None else bisect.bisect_right(matching, after, key=lambda i: i[0])
@@ -318,15 +331,11 @@ class AggregatorState:
         now: datetime,
         *,
         compute: bool,
-        run_id: str | None = None,
-        benchmark: str | None = None,
-        model: str | None = None,
+        where: RunFilter = EVERY_RUN,
         limit: int | None = None,
     ) -> list[RunSummary] | None:
         """Summaries of served runs in run key order, filtered; None (and wishes) if stale."""
-        found = self.page(
-            now, compute=compute, run_id=run_id, benchmark=benchmark, model=model, limit=limit
-        )
+        found = self.page(now, compute=compute, where=where, limit=limit)
         return None if found is None else found.summaries
 
     def want_changed(self, partitions: set[int] | None = None) -> None:
@@ -406,7 +415,9 @@ class AggregatorState:
         now = time.monotonic()
         for state in self.partitions.values():
             store = state.store
-            if store is not None and store.pending and now - store.flushed_at >= older_than_s:
+            if store is None or now - store.flushed_at < older_than_s:
+                continue
+            if store.pending or store.covers != state.position:
                 store.flush(state.position)
 
     def close(self) -> None:

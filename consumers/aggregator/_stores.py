@@ -35,6 +35,7 @@ class Stores:
         self._root = root
         self._max_age_ms = max_age_ms
         self._cache_keys = kafka.settings.aggregator_cache_keys
+        self._memory_bytes = kafka.settings.aggregator_store_memory_mb << 20
         self.identity: LogIdentity | None = None
 
     def open(self, bounds: dict[int, tuple[int, int | None]]) -> dict[int, Opened]:
@@ -52,6 +53,7 @@ class Stores:
                 limits,
                 max_age_ms=self._max_age_ms,
                 cache_keys=cache_keys,
+                memory_bytes=self._memory_bytes,
             )
             found.store.identity = identity  # None: never saved as restorable
             if identity is None:

@@ -1,6 +1,6 @@
 """An Inspect task's configuration (what shaped its answers) as the records' canonical JSON.
 
-DESIGN rule 10 for Inspect: the same fields as `resultlog run`'s configuration where Inspect
+Design rule 10 for Inspect: the same fields as `resultlog run`'s configuration where Inspect
 has them (model, endpoint, generation parameters, the task and its version, the dataset, the
 solver plan, the scorers). Nothing that changes between an eval and its resume goes in: not
 the eval id, the task file's path, the dataset's path (Inspect keeps it relative to the
@@ -36,15 +36,19 @@ class InspectConfig:
         self.fingerprint = hashlib.sha256(self.canonical.encode("utf-8")).hexdigest()
 
 
-def inspect_config(spec: EvalSpec, plan: EvalPlan) -> InspectConfig:
-    """The configuration of one task of an eval, from its spec and plan."""
+def inspect_config(spec: EvalSpec, plan: EvalPlan, base_url: str | None = None) -> InspectConfig:
+    """The configuration of one task of an eval, from its spec and plan.
+
+    `base_url`: the endpoint the model resolved to, when the spec has none (Inspect records
+    only an explicit `--model-base-url`, not its provider's `<PROVIDER>_BASE_URL`).
+    """
     dataset = spec.dataset
     return InspectConfig(
         {
             "format": CONFIG_FORMAT,
             "harness": "inspect_ai",
             "model": spec.model,
-            "base_url": spec.model_base_url,
+            "base_url": spec.model_base_url or base_url,
             "model_args": _redacted(spec.model_args),
             "model_roles": {
                 role: _dumped(config) for role, config in (spec.model_roles or {}).items()

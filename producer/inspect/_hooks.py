@@ -7,6 +7,7 @@ raises again so that `inspect eval` exits non-zero.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -31,8 +32,11 @@ from inspect_ai.log import EvalSample
 from inspect_ai.util import LimitExceededError
 from pydantic import ValidationError
 
+from resultlog.consumers import LeaseError, RunLease
+from resultlog.producer._config import differences
 from resultlog.producer.inspect import _xbench
 from resultlog.producer.inspect._errors import InspectPluginError
+from resultlog.producer.inspect._eval_tasks import EvalTask, eval_tasks
 from resultlog.producer.inspect._mapping import to_record
 from resultlog.producer.inspect._publisher import Publisher
 from resultlog.producer.inspect._task import TaskRun
@@ -54,17 +58,35 @@ _PREFIX = "resultlog: "  # every failure Inspect shows names us
 # Pairs already durable per run key, set by `resultlog inspect resume` for the eval it
 # continues: Inspect must reuse them from the rebuilt log, never ask the model again.
 _DURABLE: dict[RunKey, frozenset[tuple[str, int]]] = {}
+# The run key of each task (by Inspect's task id) of the eval a resume continues: the keys
+# its records were written under, whatever the tasks the retry holds.
+_KEYS: dict[str, RunKey] = {}
+# The configuration (canonical JSON) the durable records of each run key were made under:
+# a resume whose tasks resolve another one (another endpoint, say) is refused.
+_CONFIGS: dict[RunKey, str] = {}
 
 
 @contextmanager
-def refusing(durable: Mapping[RunKey, frozenset[tuple[str, int]]]) -> Iterator[None]:
-    """While the block runs, a sample whose (id, epoch) is durable fails before any model call."""
+def refusing(
+    durable: Mapping[RunKey, frozenset[tuple[str, int]]],
+    keys: Mapping[str, RunKey] | None = None,
+    configs: Mapping[RunKey, str] | None = None,
+) -> Iterator[None]:
+    """While the block runs, a sample whose (id, epoch) is durable fails before any model call,
+    the tasks of `keys` (by task id) write under those run keys, and a task whose
+    configuration differs from its run key's in `configs` fails before any model call."""
     _DURABLE.update(durable)
+    _KEYS.update(keys or {})
+    _CONFIGS.update(configs or {})
     try:
         yield
     finally:
         for run_key in durable:
             _DURABLE.pop(run_key, None)
+        for task_id in keys or {}:
+            _KEYS.pop(task_id, None)
+        for run_key in configs or {}:
+            _CONFIGS.pop(run_key, None)
 
 
 @dataclass
@@ -75,6 +97,9 @@ class _Run:
     harness: Harness
     worker: WriterProcess
     tasks: dict[str, TaskRun] = field(default_factory=dict)  # by Inspect's eval_id
+    eval_tasks: list[EvalTask] = field(default_factory=list)  # every task of the eval
+    datasets: dict[str, list[int | str] | None] = field(default_factory=dict)  # by task id
+    leases: dict[str, RunLease] = field(default_factory=dict)  # by Inspect's eval_id
     failures: list[str] = field(default_factory=list)
     failed_run_ids: set[str] = field(default_factory=set)  # resultlog run ids missing results
 
@@ -102,21 +127,60 @@ class PublishingHooks(Hooks):
             publisher = await anyio.to_thread.run_sync(Publisher, _settings())
         except Exception as exc:
             _refuse(f"cannot publish results: {exc}")
+        try:
+            found = eval_tasks()  # reads Inspect's frames: call it here, not in a thread
+        except InspectPluginError as exc:
+            await anyio.to_thread.run_sync(publisher.close)
+            _refuse(str(exc))
         version = ".".join(map(str, _xbench.inspect_version()))
         worker = WriterProcess(host=socket.gethostname(), pid=os.getpid())
-        self._runs[data.run_id] = _Run(
-            publisher, Harness(name="inspect_ai", version=version), worker
-        )
+        run = _Run(publisher, Harness(name="inspect_ai", version=version), worker)
+        if found is not None:
+            run.eval_tasks, run.datasets = found
+        self._runs[data.run_id] = run
 
     async def on_task_start(self, data: TaskStart) -> None:
         """Name the task's records; a task that cannot be named errors before any model call."""
         run = self._runs.get(data.run_id)
         if run is None:
             return
+        spec = data.spec
         try:
-            run.tasks[data.eval_id] = TaskRun.of(data.spec, data.plan)
+            task = TaskRun.of(
+                spec,
+                data.plan,
+                whole=run.datasets.get(spec.task_id),
+                benchmark_id=self._benchmark_id(run, spec.task_id),
+                siblings=run.eval_tasks,
+            )
         except Exception as exc:  # anything: a task we cannot record must not run unrecorded
-            self._fail(run, f"cannot record task {data.spec.task}: {exc}")
+            self._fail(run, f"cannot record task {spec.task}: {exc}")
+        durable_config = _CONFIGS.get(task.run_key)
+        if durable_config is not None and durable_config != task.config.canonical:
+            differing = differences(json.loads(task.config.canonical), durable_config)
+            self._fail(
+                run,
+                f"{task.run_key}: its durable records were made under another configuration "
+                f"({differing}); use a new run id, or `resultlog inspect resume "
+                "--accept-config-change` to reuse them as they are",
+            )
+        for other in run.tasks.values():
+            if other.run_key == task.run_key:
+                self._fail(run, f"two tasks of the eval would write {task.run_key}")
+        try:  # like every writer of a run key: no other holds these samples while we ask
+            lease = await anyio.to_thread.run_sync(run.publisher.lease, task.run_key, task.span)
+        except LeaseError as exc:
+            self._fail(run, f"not running task {spec.task}: {exc}")
+        run.leases[data.eval_id] = lease
+        run.tasks[data.eval_id] = task
+
+    @staticmethod
+    def _benchmark_id(run: _Run, task_id: str) -> str | None:
+        """The benchmark part of the task's run key: a resume's, else the eval's naming."""
+        if task_id in _KEYS:
+            return _KEYS[task_id].benchmark_id
+        named = [t.benchmark_id for t in run.eval_tasks if t.task_id == task_id]
+        return named[0] if named else None
 
     async def on_sample_init(self, data: SampleInit) -> None:
         """Refuse a pair `resultlog inspect resume` found durable (Inspect should reuse it)."""
@@ -124,6 +188,12 @@ class PublishingHooks(Hooks):
         if task is None:
             return
         pair = (str(data.summary.id), data.summary.epoch - 1)
+        lease = self._runs[data.run_id].leases.get(data.eval_id)
+        try:
+            if lease is not None:
+                lease.check()  # a process that stalled past its lease asks nothing more
+        except LeaseError as exc:
+            _refuse(str(exc))
         if pair in _DURABLE.get(task.run_key, ()):
             task.refused.add(pair)
             _refuse(
@@ -158,8 +228,17 @@ class PublishingHooks(Hooks):
         """Only a successful task writes its degraded pairs, once every pair has settled."""
         run = self._runs.get(data.run_id)
         task = run.tasks.pop(data.eval_id, None) if run is not None else None
-        if run is None or task is None or data.log.status != "success" or not task.deferred:
+        if run is None or task is None:
             return
+        try:
+            if data.log.status == "success" and task.deferred:
+                await self._publish_deferred(run, task)
+        finally:
+            lease = run.leases.pop(data.eval_id, None)
+            if lease is not None:
+                await anyio.to_thread.run_sync(lease.release)
+
+    async def _publish_deferred(self, run: _Run, task: TaskRun) -> None:
         try:
             await anyio.to_thread.run_sync(
                 run.publisher.publish_degraded, task.run_key, task.deferred
@@ -174,6 +253,8 @@ class PublishingHooks(Hooks):
         run = self._runs.pop(data.run_id, None)
         if run is None:
             return  # Inspect calls this a second time when the first call raised
+        for lease in run.leases.values():  # tasks that never reached their end
+            await anyio.to_thread.run_sync(lease.release)
         try:
             await anyio.to_thread.run_sync(run.publisher.close)
         except Exception as exc:

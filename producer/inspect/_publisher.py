@@ -7,7 +7,7 @@ import threading
 from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
-from resultlog.consumers import read_run_records
+from resultlog.consumers import RunLease, claim_lease, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.runner import WritePolicy
 from resultlog.producer.store import KafkaResultStore
@@ -44,6 +44,10 @@ class Publisher:
     def publish(self, record: SampleResult) -> None:
         """Return once the broker acknowledged the record; PersistenceError when out of tries."""
         self._run(self._policy.write(self._store, record))
+
+    def lease(self, run_key: RunKey, span: tuple[int, int]) -> RunLease:
+        """Lease samples [start, end) of the run key (LeaseHeldError: another writer has them)."""
+        return claim_lease(self._kafka, run_key, span)
 
     def publish_degraded(self, run_key: RunKey, records: Iterable[SampleResult]) -> int:
         """Write degraded records one at a time, never over a completed one; return how many."""

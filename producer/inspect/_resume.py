@@ -14,8 +14,9 @@ from inspect_ai.util import LimitExceededError
 from resultlog.consumers import read_run_records, run_keys_of
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.inspect._errors import InspectPluginError
+from resultlog.producer.inspect._eval_tasks import EvalTask
 from resultlog.producer.inspect._hooks import ENABLE_ENV, refusing
-from resultlog.producer.inspect._rebuild import RebuiltLog, rebuild_log
+from resultlog.producer.inspect._rebuild import RebuiltLog, rebuild_log, rebuild_unstarted
 from resultlog.producer.inspect._task import RUN_ID_ENV
 from resultlog.schemas import RunKey
 
@@ -46,11 +47,15 @@ def resume_eval(
     *,
     log_dir: str,
     task_file: str | None = None,
+    accept_config_change: bool = False,
 ) -> list[ResumedTask]:
     """Continue every task of run `run_id` from its durable records, asking none of them again.
 
-    The hooks of this process publish what the retry evaluates; they read the same
-    RESULTLOG_* settings as `kafka` was made from.
+    Tasks of the eval that made no durable record run too (the records remember every task
+    of the eval). Records of another configuration than a task's newest stop the resume
+    before any model call (ConfigChangedError) unless `accept_config_change`. The hooks of
+    this process publish what the retry evaluates; they read the same RESULTLOG_* settings
+    as `kafka` was made from.
     """
     run_keys = run_keys_of(kafka, run_id)
     if not run_keys:
@@ -59,12 +64,21 @@ def resume_eval(
             "nothing to resume (run the eval again)"
         )
     rebuilt = [
-        rebuild_log(key, read_run_records(kafka, key).records, log_dir, task_file)
+        rebuild_log(
+            key,
+            read_run_records(kafka, key).records,
+            log_dir,
+            task_file,
+            accept_config_change=accept_config_change,
+        )
         for key in run_keys
     ]
+    rebuilt += _unstarted(run_id, rebuilt, log_dir)
     environment = {RUN_ID_ENV: run_id, ENABLE_ENV: kafka.servers}
     durable = {log.run_key: log.reused for log in rebuilt}
-    with _environment(environment), refusing(durable):
+    keys = {log.spec.task_id: log.run_key for log in rebuilt}
+    configs = {} if accept_config_change else _configs(rebuilt)
+    with _environment(environment), refusing(durable, keys, configs):
         try:
             logs = eval_retry([log.path for log in rebuilt], log_dir=log_dir)
         except LimitExceededError as exc:  # raised by our hooks when a publish failed
@@ -74,16 +88,35 @@ def resume_eval(
     return [_resumed(log, eval_log) for log, eval_log in zip(rebuilt, logs, strict=True)]
 
 
+def _configs(rebuilt: list[RebuiltLog]) -> dict[RunKey, str]:
+    """The configuration each run key's durable records hold (its newest record's)."""
+    return {log.run_key: log.config for log in rebuilt if log.config is not None}
+
+
+def _unstarted(run_id: str, rebuilt: list[RebuiltLog], log_dir: str) -> list[RebuiltLog]:
+    """Empty logs of the eval's tasks that have no record yet (named by any record's payload)."""
+    have = {log.run_key for log in rebuilt}
+    missing: dict[RunKey, tuple[EvalTask, RebuiltLog]] = {}
+    for log in rebuilt:
+        for task in log.tasks:
+            key = RunKey(run_id, task.benchmark_id, task.model)
+            if key not in have:
+                missing.setdefault(key, (task, log))
+    return [rebuild_unstarted(key, task, log, log_dir) for key, (task, log) in missing.items()]
+
+
 def _resumed(rebuilt: RebuiltLog, log: EvalLog) -> ResumedTask:
     metrics = {
         f"{score.name}/{name}": metric.value
         for score in (log.results.scores if log.results else [])
         for name, metric in score.metrics.items()
     }
+    samples = log.eval.dataset.sample_ids or ()
+    epochs = log.eval.config.epochs or 1
     return ResumedTask(
         run_key=rebuilt.run_key,
         reused=len(rebuilt.reused),
-        expected=rebuilt.expected,
+        expected=rebuilt.expected or len(samples) * epochs,
         status=log.status,
         location=log.location,
         metrics=metrics,

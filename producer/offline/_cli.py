@@ -8,6 +8,7 @@ import os
 import signal
 from pathlib import Path
 
+from resultlog._argtypes import bounded
 from resultlog.producer.offline._app import App, Config, State
 from resultlog.producer.offline._http11 import Http11Server, listen
 from resultlog.producer.offline._model import DEFAULT_ERROR_RATE, DEFAULT_SEED, DEFAULT_WRONG_RATE
@@ -17,14 +18,41 @@ __all__ = ["add_arguments", "serve"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `resultlog model-server`."""
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 lets the OS choose")
-    parser.add_argument("--port-file", type=Path, help="write the bound port here")
-    parser.add_argument("--request-log", type=Path, help="append one JSON line per request")
-    parser.add_argument("--latency-ms", type=float, default=5.0)
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--error-rate", type=float, default=DEFAULT_ERROR_RATE)
-    parser.add_argument("--wrong-rate", type=float, default=DEFAULT_WRONG_RATE)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--port",
+        type=bounded("port", int, 0, 65535),
+        default=0,
+        help="port to listen on (0: the OS chooses)",
+    )
+    parser.add_argument("--port-file", type=Path, help="write the bound port to this file")
+    parser.add_argument(
+        "--request-log", type=Path, help="append one JSON line per request (sample_id, epoch)"
+    )
+    parser.add_argument(
+        "--latency-ms",
+        type=bounded("latency", float, 0.0, 3_600_000.0),
+        default=5.0,
+        help="how long each answer takes: raise it (say 200) to have time to kill a run midway",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help="picks which (sample, epoch) pairs fail or are answered wrong; same seed, same run",
+    )
+    parser.add_argument(
+        "--error-rate",
+        type=bounded("error rate", float, 0.0, 1.0),
+        default=DEFAULT_ERROR_RATE,
+        help="share of pairs answered with a 429 or a 500 every time (they end degraded)",
+    )
+    parser.add_argument(
+        "--wrong-rate",
+        type=bounded("wrong rate", float, 0.0, 1.0),
+        default=DEFAULT_WRONG_RATE,
+        help="share of pairs answered wrong",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:

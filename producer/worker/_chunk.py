@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from typing import TYPE_CHECKING
 
-from resultlog.consumers import LoadedViews, read_run_views
+from resultlog.consumers import LoadedViews, claim_lease, read_run_views
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._config import run_config
 from resultlog.producer.model_client import ModelClient
@@ -148,6 +149,9 @@ class ChunkRunner:
             degrade_solver_errors=task.degrade_solver_errors,
             chunk_id=task.chunk_id,
             chunk_index=task.chunk_index,
+            # Like `run`: no other writer of these samples (a `run`, an overlapping chunk of
+            # another submit, a stalled owner of this chunk) pays for them beside us.
+            lease=functools.partial(claim_lease, self._kafka),
             config=run_config(
                 benchmark,
                 task.model,

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
+from resultlog.consumers import LeaseHeldError
 from resultlog.consumers.dlq import reason_kind
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.worker._chunk import ChunkRunner, RunningChunk
 from resultlog.producer.worker._dead import CHUNK_FAILED, WorkDeadLetters
 from resultlog.producer.worker._intake import Intake
-from resultlog.schemas import ChunkTask, DecodeError
+from resultlog.schemas import ChunkTask, DecodeError, Location
 
 __all__ = ["ChunkWorker", "WorkerOptions", "WorkerReport"]
 
@@ -133,7 +134,7 @@ class ChunkWorker:
         partition, offset = message.partition() or 0, message.offset() or 0
         try:
             task = self._kafka.codec.decode_chunk_task(
-                message.value(), topic=self._topic, partition=partition, offset=offset
+                message.value(), at=Location(self._topic, partition, offset)
             )
         except DecodeError as exc:
             log.warning("dead-lettering an undecodable task: %s", exc)
@@ -182,6 +183,13 @@ class ChunkWorker:
                         result.unstarted,
                     )
                 return True
+            if isinstance(error, LeaseHeldError):
+                # Another writer holds (part of) the chunk's samples: not a failure of the
+                # chunk. Wait for it, then resume: what it made durable is not asked again.
+                log.info("chunk %s waits: %s", task.chunk_id, error)
+                if not self._pause_for(intake, self._lease_wait_s()):
+                    return self._abandon(task)
+                continue
             failures.append(f"{type(error).__name__}: {error}")
             log.warning("chunk %s failed (attempt %d): %s", task.chunk_id, len(failures), error)
             if len(failures) >= settings.work_max_attempts:
@@ -194,6 +202,10 @@ class ChunkWorker:
             delay = settings.work_retry_backoff_s * 2 ** (len(failures) - 1)
             if not self._pause_for(intake, delay):
                 return self._abandon(task)
+
+    def _lease_wait_s(self) -> float:
+        """How long to wait before claiming a held chunk again: a fraction of a lease's life."""
+        return min(5.0, self._settings.lease_ttl_s / 6)
 
     def _wait(self, intake: Intake, running: RunningChunk) -> bool:
         """Poll (serving the group) until the attempt ends; False if it must be abandoned."""

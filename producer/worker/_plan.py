@@ -98,7 +98,12 @@ def _selected(spec: RunSpec, name: str, size: int) -> tuple[int, int]:
         raise WorkError(f"range must satisfy 0 <= A < B, got {start}:{end}")
     if start >= size:
         raise WorkError(f"range {start}:{end} selects no sample of the {size} samples of {name}")
-    return start, min(end, size)
+    if end > size:  # refused as `run` refuses it: a clipped range would be a silent surprise
+        raise WorkError(
+            f"range {start}:{end} goes past the {size} samples of {name} (0:{size}): "
+            f"use {start}:{size}"
+        )
+    return start, end
 
 
 def _split(low: int, high: int, parts: int) -> list[tuple[int, int]]:

@@ -20,7 +20,8 @@ from confluent_kafka.admin import (
 )
 
 from resultlog.broker._config import HEAP, admin_config, log4j_properties, server_properties
-from resultlog.broker._jars import fetch_kafka_jars, require_executable
+from resultlog.broker._jars import fetch_kafka_jars
+from resultlog.broker._java import find_java
 from resultlog.broker._processes import (
     free_port,
     free_ports,
@@ -84,7 +85,7 @@ class LocalKafka:
         `admin` (a certificate principal, whose certificate is issued at creation). These
         options are fixed when the cluster is created.
         """
-        java = require_executable("java", "a Java 17+ runtime is needed to run Kafka")
+        java = find_java()
         users = checked_users(sasl_users)
         wanted = Security(bool(users), tls, client_auth, authorizer)
         wanted.check()
@@ -103,6 +104,12 @@ class LocalKafka:
         if existed and users:
             self._upsert_users(state, users)
         return state.bootstrap
+
+    def running(self) -> bool:
+        """Whether any node of the cluster in this directory runs now."""
+        if not self._state_file.exists():
+            return False
+        return any(self._running_pid(node) for node in self._load_state().nodes)
 
     def issue_certificate(self, principal: str, out: Path | None = None) -> tuple[Path, Path]:
         """A client certificate for User:NAME from the cluster's CA: (certificate, key) paths.
@@ -137,7 +144,7 @@ class LocalKafka:
 
     def start_node(self, node_id: int, timeout: float = 90.0) -> None:
         """Start one stopped node again and wait until the cluster serves."""
-        java = require_executable("java", "a Java 17+ runtime is needed to run Kafka")
+        java = find_java()
         state = self._load_state()
         node = self._node(node_id)
         if self._running_pid(node) is None:
@@ -211,6 +218,11 @@ class LocalKafka:
                 raise BrokerError(f"the admin of {self.directory} is {state.admin}, not {admin}")
             if not any(self._running_pid(n) for n in state.nodes):
                 self._repick_ports(state, port)
+            elif port and port != state.nodes[0].port:
+                raise BrokerError(
+                    f"the cluster of {self.directory} already runs on port "
+                    f"{state.nodes[0].port}, not {port}: `kafka down` first to move it"
+                )
             return state
         ports = free_ports(2 * brokers)
         ports[0] = 9092 if port is None else port or ports[0]
@@ -239,11 +251,11 @@ class LocalKafka:
         return tls_paths(self.directory) if state.tls else None
 
     def _repick_ports(self, state: ClusterState, port: int | None) -> None:
-        """Honour a new --port for a stopped cluster; --port 0 moves off a taken port."""
+        """Honour a new --port for a stopped cluster: 0 picks a free port now, None keeps it."""
         first = state.nodes[0]
-        if port == 0 and not port_is_free(first.port):
+        if port == 0:
             first.port = free_port()
-        elif port not in (None, 0):
+        elif port is not None:
             first.port = port
         self._save_state(state)
 

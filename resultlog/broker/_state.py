@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from resultlog.broker._jars import KAFKA_VERSION
+from resultlog.errors import BrokerError
 
 __all__ = [
     "ClusterState",
@@ -70,12 +71,20 @@ class ClusterState:
 
 
 def read_state(path: Path) -> ClusterState:
-    """The cluster state saved in `path`."""
-    raw = json.loads(path.read_text())
-    nodes = [Node(**n) for n in raw.pop("nodes")]
-    # Written before the security fields existed: an internal secret meant SASL.
-    raw.setdefault("sasl", raw.get("internal_secret") is not None)
-    return ClusterState(nodes=nodes, **raw)
+    """The cluster state saved in `path`; one line naming the file when it is unusable."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        nodes = [Node(**n) for n in raw.pop("nodes")]
+        # Written before the security fields existed: an internal secret meant SASL.
+        raw.setdefault("sasl", raw.get("internal_secret") is not None)
+        return ClusterState(nodes=nodes, **raw)
+    except OSError as exc:
+        raise BrokerError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise BrokerError(
+            f"{path} is not a cluster state ({type(exc).__name__}: {exc}); if no broker of "
+            f"that directory runs, remove the file and run `kafka up` again"
+        ) from exc
 
 
 def write_state(path: Path, state: ClusterState) -> None:
@@ -85,11 +94,23 @@ def write_state(path: Path, state: ClusterState) -> None:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner may read (it may hold the internal SASL password)."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as file:
-        file.write(text)
-    os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT
+    """Write a file only its owner may read (it may hold the internal SASL password).
+
+    Atomically: a temporary file beside it, synced, then renamed over it, so a full disk or
+    a crash leaves the old file or the new one, never a truncated one.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, 0o600)  # an existing file keeps its mode through O_CREAT
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise BrokerError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def new_cluster_id() -> str:

@@ -1,7 +1,36 @@
-"""The `resultlog` command line (DESIGN.md, "Command line"): `main` is the console script."""
+"""The `resultlog` command line (docs/reference/cli.md): `main` is the console script."""
 
 from __future__ import annotations
 
-from resultlog.cli._main import build_parser, main
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from resultlog.cli._main import build_parser
 
 __all__ = ["build_parser", "main"]
+
+_INTERRUPTED = 130  # what a shell reports for a process ended by SIGINT: 128 + 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the process exit code.
+
+    The command modules are imported here, inside the guard: loading them takes a good part
+    of a second, and Ctrl-C meanwhile is one line, not a traceback.
+    """
+    try:
+        from resultlog.cli._main import main as run
+    except KeyboardInterrupt:
+        print("resultlog: error: interrupted", file=sys.stderr)
+        return _INTERRUPTED
+    return run(argv)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "build_parser":
+        from resultlog.cli._main import build_parser
+
+        return build_parser
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,14 +24,26 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         ("revoke", revoke_role, "remove what a role allowed a principal"),
     ):
         action = actions.add_parser(name, help=text, description=_ROLES)
-        action.add_argument("--role", required=True, choices=[role.value for role in Role])
-        action.add_argument("--principal", required=True, metavar="User:NAME")
+        action.add_argument(
+            "--role",
+            required=True,
+            choices=[role.value for role in Role],
+            help="the role (what each allows: above)",
+        )
+        action.add_argument(
+            "--principal", required=True, metavar="User:NAME", help="the Kafka principal"
+        )
         action.add_argument(
             "--group", default=None, help="the role's consumer group, if not the settings' one"
         )
         action.set_defaults(handler=handler)
     listing = actions.add_parser("list", help="the ACLs on topics and groups")
-    listing.add_argument("--principal", default=None, metavar="User:NAME")
+    listing.add_argument(
+        "--principal",
+        default=None,
+        metavar="User:NAME",
+        help="only this principal's (default: all)",
+    )
     listing.set_defaults(handler=list_all)
 
 

@@ -8,16 +8,19 @@ import gc
 import signal
 import ssl
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from resultlog._pem import PemError, check_private
 from resultlog.cli._args import run_key_part
 from resultlog.cli._connect import connect
 from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 from resultlog.errors import CliError
+from resultlog.kafka import KafkaConnection
 from resultlog.schemas.errors import ResultLogError
 
-__all__ = ["parse_http_address", "register"]
+__all__ = ["parse_http_address", "register", "serve_aggregator"]
 
 _MAX_PORT = 65_535
 
@@ -70,28 +73,47 @@ def aggregator_command(args: argparse.Namespace) -> int:
     """Run the aggregator until SIGTERM or SIGINT, then stop cleanly."""
     host, port = args.http
     with connect() as kafka:
-        settings = kafka.settings
-        certificate, key = settings.http_tls_certificate, settings.http_tls_key
-        _check_http_tls(certificate, key)
-        aggregator = Aggregator(
-            kafka, group_id=args.group, instance_id=args.instance_id, state_dir=args.state_dir
+        return serve_aggregator(
+            kafka,
+            host,
+            port,
+            group=args.group,
+            instance_id=args.instance_id,
+            state_dir=args.state_dir,
         )
-        app = create_app(aggregator, token=settings.http_token)
-        try:
-            server = HttpServer(app, host, port, tls_certificate=certificate, tls_key=key)
-        except OSError as exc:
-            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-        stopped_by: list[signal.Signals] = []
-        try:
-            aggregator.start()
-            # The heap built so far (modules, frameworks) lives as long as the process: taken
-            # out of the collector's reach, full collections only scan the growing fold state
-            # instead of pausing every thread for 100+ ms.
-            gc.freeze()
-            asyncio.run(_serve(server, aggregator, stopped_by))
-        finally:
-            aggregator.stop()
-            server.close()
+
+
+def serve_aggregator(
+    kafka: KafkaConnection,
+    host: str,
+    port: int,
+    *,
+    group: str | None = None,
+    instance_id: str | None = None,
+    state_dir: Path | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> int:
+    """Fold and serve until SIGTERM or SIGINT; `announce` gets the URL once it accepts."""
+    settings = kafka.settings
+    certificate, key = settings.http_tls_certificate, settings.http_tls_key
+    _check_http_tls(certificate, key)
+    aggregator = Aggregator(kafka, group_id=group, instance_id=instance_id, state_dir=state_dir)
+    app = create_app(aggregator, token=settings.http_token)
+    try:
+        server = HttpServer(app, host, port, tls_certificate=certificate, tls_key=key)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    stopped_by: list[signal.Signals] = []
+    try:
+        aggregator.start()
+        # The heap built so far (modules, frameworks) lives as long as the process: taken
+        # out of the collector's reach, full collections only scan the growing fold state
+        # instead of pausing every thread for 100+ ms.
+        gc.freeze()
+        asyncio.run(_serve(server, aggregator, stopped_by, announce or _print_url))
+    finally:
+        aggregator.stop()
+        server.close()
     _raise_failure(aggregator)
     if stopped_by:  # a requested stop is a success: say it happened, exit 0
         print(
@@ -114,10 +136,17 @@ def _check_http_tls(certificate: str | None, key: str | None) -> None:
         raise CliError(
             f"RESULTLOG_HTTP_TLS_CERTIFICATE/RESULTLOG_HTTP_TLS_KEY do not load: {reason}"
         ) from None
+    try:  # the rule of the Kafka key files: a private key nobody else may read
+        check_private("RESULTLOG_HTTP_TLS_KEY", key)
+    except PemError as exc:
+        raise CliError(str(exc)) from None
 
 
 async def _serve(
-    server: HttpServer, aggregator: Aggregator, stopped_by: list[signal.Signals]
+    server: HttpServer,
+    aggregator: Aggregator,
+    stopped_by: list[signal.Signals],
+    announce: Callable[[str], None],
 ) -> None:
     """Serve until SIGTERM or SIGINT (recorded in `stopped_by`) or the aggregator stops."""
     loop = asyncio.get_running_loop()
@@ -128,18 +157,23 @@ async def _serve(
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop, signum)
-    announce = asyncio.create_task(_announce(server))
+    announcing = asyncio.create_task(_announce(server, announce))
     try:
         await server.serve(should_stop=lambda: not aggregator.running)
     finally:
-        announce.cancel()
+        announcing.cancel()
 
 
-async def _announce(server: HttpServer) -> None:
-    """Print the bound address once uvicorn accepts: scripts read this first line."""
+async def _announce(server: HttpServer, announce: Callable[[str], None]) -> None:
+    """Tell the bound address once uvicorn accepts."""
     while not server.started:
         await asyncio.sleep(0.01)
-    print(f"aggregator serving {server.url}", flush=True)
+    announce(server.url)
+
+
+def _print_url(url: str) -> None:
+    """Scripts read this first line."""
+    print(f"aggregator serving {url}", flush=True)
 
 
 def _raise_failure(aggregator: Aggregator) -> None:

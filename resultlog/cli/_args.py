@@ -5,40 +5,75 @@ from __future__ import annotations
 import argparse
 import unicodedata
 from collections.abc import Callable
+from pathlib import PurePath
 
+from resultlog._argtypes import bounded
 from resultlog.errors import CliError
-from resultlog.schemas import RunKey
+from resultlog.schemas import InvalidRunKeyError, RunKey, check_run_key_part
 
-__all__ = ["add_run_key", "parse_range", "positive_int", "run_key_of", "run_key_part"]
+__all__ = [
+    "HelpFormatter",
+    "add_run_key",
+    "benchmark_name",
+    "int_between",
+    "parse_range",
+    "port_number",
+    "positive_int",
+    "run_key_of",
+    "run_key_part",
+]
 
 _RUN_KEY_OPTIONS = (("run_id", "run id"), ("benchmark", "benchmark"), ("model", "model"))
+
+_RUN_KEY_HELP = {
+    "run_id": "the run's id (the --run-id it ran with)",
+    "benchmark": "the benchmark's id (arith, or the JSONL file's name without .jsonl)",
+    "model": "the model, as given to --model",
+}
 
 _MAX_PART = 256
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows an option's default, unless it has none or its text already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        # Identity: a default of 0 is worth showing, and 0 == False.
+        if any(action.default is v for v in (None, False, argparse.SUPPRESS)) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 def positive_int(name: str, maximum: int) -> Callable[[str], int]:
     """An argparse type: an integer in [1, maximum]."""
+    return int_between(name, 1, maximum)
 
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if not 1 <= value <= maximum:
-            raise argparse.ArgumentTypeError(f"{name} must be between 1 and {maximum}, got {value}")
-        return value
 
-    return parse
+def int_between(name: str, low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high]."""
+    return bounded(name, int, low, high)
+
+
+port_number = int_between("port", 0, 65535)
+"""An argparse type: a TCP port, 0 (any free port) to 65535."""
 
 
 def run_key_part(name: str) -> Callable[[str], str]:
-    """An argparse type: a run key part (printable, no surrounding space, at most 256 chars)."""
+    """An argparse type: a run key part (as `RunKey` accepts it, no surrounding space, at most
+    256 characters)."""
 
     def parse(text: str) -> str:
         if not text or text != text.strip():
             raise argparse.ArgumentTypeError(f"{name} must be non-empty without outer spaces")
         if len(text) > _MAX_PART:
             raise argparse.ArgumentTypeError(f"{name} is longer than {_MAX_PART} characters")
+        try:
+            check_run_key_part(text, name)
+        except InvalidRunKeyError as exc:
+            reason = str(exc).removeprefix(f"RunKey.{name} ")
+            raise argparse.ArgumentTypeError(f"{name} {reason}") from None
+        # Stricter than the schema: no format or private-use characters either.
         if any(unicodedata.category(char).startswith("C") for char in text):
             raise argparse.ArgumentTypeError(f"{name} contains a control character")
         return text
@@ -50,7 +85,13 @@ def add_run_key(parser: argparse.ArgumentParser, *, required: bool = True) -> No
     """Add --run-id, --benchmark and --model: the run key a command is about."""
     for dest, name in _RUN_KEY_OPTIONS:
         option = "--" + dest.replace("_", "-")
-        parser.add_argument(option, dest=dest, required=required, type=run_key_part(name))
+        parser.add_argument(
+            option,
+            dest=dest,
+            required=required,
+            type=run_key_part(name),
+            help=_RUN_KEY_HELP[dest],
+        )
 
 
 def run_key_of(args: argparse.Namespace, alternative: str | None = None) -> RunKey:
@@ -61,7 +102,12 @@ def run_key_of(args: argparse.Namespace, alternative: str | None = None) -> RunK
     if missing:
         instead = f" (or {alternative})" if alternative else ""
         raise CliError(f"{args.command} needs {', '.join(missing)}{instead}")
-    return RunKey(args.run_id, args.benchmark, args.model)
+    return RunKey(args.run_id, benchmark_name(args.benchmark), args.model)
+
+
+def benchmark_name(given: str) -> str:
+    """The benchmark id `run` records for --benchmark: a JSONL file is named after its stem."""
+    return PurePath(given).stem if given.endswith(".jsonl") else given
 
 
 def parse_range(text: str) -> tuple[int, int]:

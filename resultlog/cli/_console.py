@@ -54,31 +54,39 @@ class ProgressBar:
         )
 
 
-def print_summary(result: RunResult) -> None:
-    """Print the run's summary as a table, with this run's counts and bill beside it."""
+def print_summary(result: RunResult, *, simulated_cost: bool = False) -> None:
+    """Print the run's summary as a table, each row saying what it counts; with this run's
+    counts and bill beside it. `simulated_cost`: the offline model's made-up prices."""
     summary = result.summary
     table = Table(title=str(summary.run_key))
     table.add_column("field")
     table.add_column("value", justify="right")
+    usd = "USD, simulated" if simulated_cost else "USD"
+    correct = f"{summary.correct_answers} of {summary.total_questions}"
     rows: list[tuple[str, object]] = [
         ("pairs evaluated now", result.evaluated),
-        ("pairs skipped (durable)", result.skipped),
+        ("pairs skipped (durable already)", result.skipped),
         *([("pairs not started (budget)", result.unstarted)] if result.unstarted else []),
-        ("records", summary.records),
+        ("records: (sample, epoch) pairs in the log", summary.records),
         ("expected records", summary.expected_records),
-        ("degraded records", summary.degraded_records),
-        ("questions", summary.total_questions),
-        ("correct", summary.correct_answers),
-        ("skipped questions", summary.skipped_questions),
-        ("accuracy", f"{summary.accuracy:.4f}"),
-        *((f"metric {name}", f"{value:.4f}") for name, value in summary.metrics.items()),
+        ("degraded records: model call failed, retried on resume", summary.degraded_records),
+        ("questions scored", summary.total_questions),
+        ("correct: questions scoring >= 0.5 over their epochs", correct),
+        ("skipped questions: every epoch degraded", summary.skipped_questions),
+        ("accuracy: mean of the questions' scores", f"{summary.accuracy:.4f}"),
+        *(
+            (f"metric {name}: mean over scored records", f"{value:.4f}")
+            for name, value in summary.metrics.items()
+        ),
         ("total tokens", summary.usage.total_tokens),
-        ("spent, every attempt (USD)", f"{summary.spent_cost:.6f}"),
-        ("kept, these records (USD)", f"{summary.usage.total_cost:.6f}"),
-        ("spent by this run (USD)", f"{result.spent:.6f}"),
-        ("saved by the resume (USD)", f"{result.saved:.6f}"),
-        ("generation time (ms)", summary.generation_time_ms),
+        (f"spent, every attempt ({usd})", f"{summary.spent_cost:.6f}"),
+        (f"kept, these records ({usd})", f"{summary.usage.total_cost:.6f}"),
+        (f"spent by this run ({usd})", f"{result.spent:.6f}"),
+        (f"saved by the resume ({usd})", f"{result.saved:.6f}"),
+        ("generation time, summed over records (ms)", summary.generation_time_ms),
     ]
     for name, value in rows:
         table.add_row(name, str(value))
+    if simulated_cost:
+        table.caption = "the offline model server bills made-up prices: no money was spent"
     Console().print(table)

@@ -28,7 +28,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "resume",
         help="rebuild an eval's Inspect log from the topic and continue it (eval-retry)",
     )
-    resume.add_argument("--run-id", required=True, type=run_key_part("run id"))
+    resume.add_argument(
+        "--run-id",
+        required=True,
+        type=run_key_part("run id"),
+        help="the eval's run id (its --metadata resultlog_run=NAME, or RESULTLOG_RUN_ID)",
+    )
     resume.add_argument(
         "--log-dir",
         default=os.environ.get("INSPECT_LOG_DIR", "./logs"),
@@ -37,6 +42,11 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     resume.add_argument(
         "--task-file",
         help="the task file (default: the eval's, relative to the directory it ran in)",
+    )
+    resume.add_argument(
+        "--accept-config-change",
+        action="store_true",
+        help="reuse durable records made under another configuration as they are",
     )
     resume.add_argument("--json", action="store_true", help="print JSON (Inspect's to stderr)")
     resume.set_defaults(handler=resume_command)
@@ -53,7 +63,13 @@ def resume_command(args: argparse.Namespace) -> int:
     # With --json, stdout is ours alone: what Inspect prints goes to stderr.
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     with connect() as kafka, quiet:
-        tasks = resume_eval(kafka, args.run_id, log_dir=args.log_dir, task_file=args.task_file)
+        tasks = resume_eval(
+            kafka,
+            args.run_id,
+            log_dir=args.log_dir,
+            task_file=args.task_file,
+            accept_config_change=args.accept_config_change,
+        )
     if args.json:
         print(json.dumps([_as_json(task) for task in tasks]))
     else:

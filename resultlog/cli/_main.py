@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
+from resultlog.broker import KAFKA_VERSION
 from resultlog.cli import (
     _acl,
     _aggregator,
+    _export,
     _inspect,
     _kafka,
     _purge,
@@ -20,31 +25,52 @@ from resultlog.cli import (
     _run,
     _status,
     _submit,
+    _up,
     _worker,
 )
+from resultlog.cli._args import HelpFormatter
 from resultlog.kafka import LIBRDKAFKA_LOGGER
 from resultlog.schemas.errors import ResultLogError
+from resultlog.settings import warn_unknown_variables
 
 __all__ = ["build_parser", "main"]
 
+_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a process ended by SIGPIPE
+
 Handler = Callable[[argparse.Namespace], int]
+_PROG = "resultlog"
 if TYPE_CHECKING:
     Commands = argparse._SubParsersAction[Any]
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line, like every other error of the CLI."""
+    """An argument parser whose errors are one line, like every other error of the CLI, and
+    whose help shows each option's default (sub-command parsers are of this class too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"resultlog: error: {self.prog}: {message}\n")
+        where = "" if self.prog == _PROG else f"{self.prog}: "
+        self.exit(2, f"resultlog: error: {where}{message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
     parser = _Parser(
-        prog="resultlog", description="Event-sourced results log on Kafka for LLM evals."
+        prog=_PROG,
+        description=(
+            "Event-sourced results log on Kafka for LLM evals. Start with `resultlog up` (the "
+            "local stack), then `resultlog run arith --model M --run-id R`."
+        ),
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log more")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more (INFO)")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {version('resultlog')} (local broker: Apache Kafka {KAFKA_VERSION})",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _command_registrars():
         register(commands)
@@ -54,10 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _command_registrars() -> list[Callable[[Commands], None]]:
     """Every sub-command, in the order `--help` lists them."""
     return [
+        _up.register,
         _kafka.register,
         _run.register,
         _status.register,
         _replay.register,
+        _export.register,
         _purge.register,
         _aggregator.register,
         _inspect.register,
@@ -69,19 +97,38 @@ def _command_registrars() -> list[Callable[[Commands], None]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
-    args = build_parser().parse_args(argv)
-    _configure_logging(args.verbose)
-    handler: Handler = args.handler
     try:
+        args = build_parser().parse_args(argv)
+        _configure_logging(args.verbose)
+        warn_unknown_variables(os.environ)
+        handler: Handler = args.handler
         return handler(args)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except ResultLogError as exc:
         return _fail(str(exc))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "input"
         return _fail(f"invalid {where}: {first['msg']}")
+    except OSError as exc:  # a file, directory or port the OS refused
+        return _fail(_os_error(exc))
     except KeyboardInterrupt:
         return _fail("interrupted", code=130)
+
+
+def _os_error(exc: OSError) -> str:
+    """One line for an OSError: what failed and on which file, if any."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{reason}: {exc.filename}" if exc.filename is not None else reason
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (`| head`): stop quietly, as Unix tools do."""
+    # Later writes (the interpreter's final flush) must not fail again.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return _BROKEN_PIPE
 
 
 def _configure_logging(verbose: bool) -> None:

@@ -23,6 +23,7 @@ from resultlog.producer import (
     ModelClient,
     RunConfig,
     RunResult,
+    UnansweredError,
     model_solver,
     offline,
     resolve_benchmark,
@@ -48,9 +49,23 @@ BUDGET_EXIT = 3
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     """Add `run` and `model-server` to the command line."""
-    run = commands.add_parser("run", help="run a benchmark, persisting every (sample, epoch)")
+    run = commands.add_parser(
+        "run",
+        help="run a benchmark, persisting every (sample, epoch)",
+        description=(
+            "Run a benchmark against an OpenAI-compatible endpoint (without --base-url: an "
+            "offline model server started for the run, whose costs are simulated). Each "
+            "finished (sample, epoch) pair is durable in Kafka: the same command again skips "
+            "those and asks the degraded ones again."
+        ),
+    )
     add_run_options(run)
-    run.add_argument("--concurrency", type=positive_int("concurrency", 1024), default=8)
+    run.add_argument(
+        "--concurrency",
+        type=positive_int("concurrency", 1024),
+        default=8,
+        help="model calls in flight at once",
+    )
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.add_argument(
         "--accept-config-change",
@@ -66,21 +81,70 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options that shape a run, shared by `run` and `submit`."""
-    parser.add_argument("benchmark", help="a built-in name (arith) or a JSONL file")
-    parser.add_argument("--model", required=True, type=run_key_part("model"))
-    parser.add_argument("--run-id", required=True, type=run_key_part("run id"))
-    parser.add_argument("--epochs", type=positive_int("epochs", 1000), default=1)
-    parser.add_argument("--limit", type=positive_int("limit", 10_000_000), default=None)
-    parser.add_argument("--range", dest="sample_range", type=parse_range, default=None, help="A:B")
-    parser.add_argument("--base-url", default=None, help="OpenAI-compatible URL ending in /v1")
-    parser.add_argument("--degrade-solver-errors", action="store_true")
-    parser.add_argument("--temperature", type=_temperature, default=None, help="0 to 2")
-    parser.add_argument("--max-tokens", type=positive_int("max tokens", 2**31 - 1), default=None)
+    parser.add_argument(
+        "benchmark", help="a built-in name (arith) or a JSONL file with id, input, target"
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        type=run_key_part("model"),
+        help="the model's name as the endpoint knows it (any name for the offline model)",
+    )
+    parser.add_argument(
+        "--run-id",
+        required=True,
+        type=run_key_part("run id"),
+        help="a name you choose for the run; the same name resumes it",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=positive_int("epochs", 1000),
+        default=1,
+        help="how many times each sample is asked (accuracy averages a sample over them)",
+    )
+    parser.add_argument(
+        "--limit",
+        type=positive_int("limit", 10_000_000),
+        default=None,
+        help="take the first N samples (default: all)",
+    )
+    parser.add_argument(
+        "--range",
+        dest="sample_range",
+        type=parse_range,
+        default=None,
+        metavar="A:B",
+        help="take the samples at indexes A to B-1 (default: all)",
+    )
+    parser.add_argument(
+        "--base-url",
+        default=None,
+        help="OpenAI-compatible URL ending in /v1, key from RESULTLOG_API_KEY or "
+        "OPENROUTER_API_KEY (default: an embedded offline model server)",
+    )
+    parser.add_argument(
+        "--degrade-solver-errors",
+        action="store_true",
+        help="record a pair whose solver or scorer raised as degraded (asked again on resume) "
+        "instead of stopping the run",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=_temperature,
+        default=None,
+        help="sampling temperature sent to the model, 0 to 2 (default: the endpoint's)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=positive_int("max tokens", 2**31 - 1),
+        default=None,
+        help="largest answer sent to the model as max_tokens (default: the endpoint's)",
+    )
     parser.add_argument(
         "--budget-usd",
         type=_budget,
         default=None,
-        help="start no pair once the run key's spend would pass this many USD",
+        help="start no pair once the run key's spend would pass this many USD (default: none)",
     )
 
 
@@ -135,7 +199,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.json:
         print(result.summary.model_dump_json(exclude_none=False))
     else:
-        print_summary(result)
+        print_summary(result, simulated_cost=args.base_url is None)
     if result.stopped_by_budget:
         print(f"resultlog: budget: {_budget_stop(result, args.budget_usd)}", file=sys.stderr)
         return BUDGET_EXIT
@@ -239,6 +303,12 @@ async def _run_to_end(
                     accept_config_change=args.accept_config_change,
                     budget_usd=args.budget_usd,
                 )
+    except UnansweredError as exc:
+        endpoint = args.base_url or "the offline model"
+        raise CliError(
+            f"{endpoint} answered no pair of run {args.run_id}: {exc.answers} "
+            f"(the degraded outcomes are durable)"
+        ) from exc
     finally:
         await store.close()
 

@@ -12,10 +12,26 @@ from resultlog.consumers import run_status
 
 __all__ = ["register"]
 
+# What the counted fields mean, printed beside them (the JSON keeps bare numbers).
+MEANINGS = {
+    "records": "(sample, epoch) pairs in the log, the newest record of each",
+    "expected_records": "pairs the run's shape asks for",
+    "completed": "pairs durable and not degraded",
+    "degraded": "pairs whose model call failed: a re-run asks them again",
+    "skip_list": "pairs a re-run skips: the completed ones within the epochs asked",
+    "out_of_range": "pairs outside the epochs asked: ignored",
+    "undecodable": "records that could not be decoded (dead-lettered by the aggregator)",
+    "spent_cost": "USD of every model call so far, retries included",
+}
+
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     """Add `status` to the command line."""
-    status = commands.add_parser("status", help="the resume view of a run")
+    status = commands.add_parser(
+        "status",
+        help="the resume view of a run",
+        description="What a re-run of the run key would skip and what it would ask again.",
+    )
     add_run_key(status)
     status.add_argument(
         "--epochs",
@@ -46,7 +62,8 @@ def status_command(args: argparse.Namespace) -> int:
         lines += _config_lines(config)
     width = max(len(name) for name, _ in lines)
     for name, value in lines:
-        print(f"{name:>{width}}: {value}")
+        meaning = f"  ({MEANINGS[name]})" if name in MEANINGS else ""
+        print(f"{name:>{width}}: {value}{meaning}")
     if isinstance(chunks, dict):
         _print_chunks(chunks)
     return 0
@@ -54,7 +71,8 @@ def status_command(args: argparse.Namespace) -> int:
 
 def _print_chunks(chunks: dict[str, Any]) -> None:
     """One line of counts, then a line per chunk."""
-    counts = ", ".join(f"{state} {chunks[state]}" for state in ("done", "running", "waiting"))
+    states = ("done", "stopped", "running", "waiting")
+    counts = ", ".join(f"{state} {chunks[state]}" for state in states)
     print(f"{'chunks':>16}: {chunks['total']} ({counts}; group {chunks['group']})")
     for chunk in chunks["list"]:
         where = f"[{chunk['start']}, {chunk['end']})"

@@ -22,7 +22,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "submit", help="split a run into chunk tasks for `resultlog worker` processes"
     )
     add_run_options(submit)
-    submit.add_argument("--chunks", required=True, type=positive_int("chunks", MAX_INDEX))
+    submit.add_argument(
+        "--chunks",
+        required=True,
+        type=positive_int("chunks", MAX_INDEX),
+        help="how many chunk tasks to split the samples into (workers share them)",
+    )
     submit.set_defaults(handler=submit_command)
 
 

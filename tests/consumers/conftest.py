@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.settings import Settings
 from tests.support.aggregator import running, serving
+from tests.support.browser import chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 
 @pytest.fixture
@@ -23,3 +28,10 @@ def base_url(aggregator: Aggregator) -> Iterator[str]:
     """The aggregator's HTTP API base URL."""
     with serving(aggregator) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for a module of page tests (skips where there is none)."""
+    with chromium() as started:
+        yield started

@@ -36,9 +36,13 @@ def guarded(aggregator: Aggregator) -> Iterator[str]:
     [
         ({}, 401),
         ({"Authorization": "Bearer wrong-token-of-the-same-size!!"}, 401),
-        ({"Authorization": f"bearer {TOKEN}"}, 401),
         ({"Authorization": TOKEN}, 401),
+        ({"Authorization": f"Basic {TOKEN}"}, 401),
+        ({"Authorization": f"Bearer{TOKEN}"}, 401),
+        ({"Authorization": f"Bearer {TOKEN}x"}, 401),
         ({"Authorization": f"Bearer {TOKEN}"}, 200),
+        ({"Authorization": f"bearer {TOKEN}"}, 200),  # the scheme is case-insensitive
+        ({"Authorization": f"BEARER {TOKEN}"}, 200),
     ],
 )
 @pytest.mark.parametrize("route", ["/runs", "/metrics", "/runs/r/arith/m"])
@@ -104,3 +108,24 @@ def test_bad_http_tls_files_are_one_line(settings: Settings, tmp_path: Path) -> 
     assert one_line_error(run_cli(half, "aggregator")) == (
         "resultlog: error: set both RESULTLOG_HTTP_TLS_CERTIFICATE and RESULTLOG_HTTP_TLS_KEY"
     )
+
+
+@pytest.mark.parametrize(
+    ("token", "reason"),
+    [
+        (TOKEN + "\n", "RESULTLOG_HTTP_TOKEN has whitespace around it"),
+        (" " + TOKEN, "RESULTLOG_HTTP_TOKEN has whitespace around it"),
+        (TOKEN + "-é", "RESULTLOG_HTTP_TOKEN must be printable ASCII"),
+        (TOKEN + "\x7f", "RESULTLOG_HTTP_TOKEN must be printable ASCII"),
+        ("short-token", "at least 16 characters"),
+    ],
+)
+def test_a_token_no_client_can_send_is_refused_at_start(
+    settings: Settings, token: str, reason: str
+) -> None:
+    done = run_cli(
+        child_env(settings, RESULTLOG_HTTP_TOKEN=token), "aggregator", "--http", "127.0.0.1:0"
+    )
+    line = one_line_error(done)
+    assert line.startswith("resultlog: error: invalid http_token: ") and reason in line, line
+    assert TOKEN not in line

@@ -11,6 +11,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     CheckpointError,
     CheckpointId,
     Header,
+    OldCheckpointError,
     Piece,
     decode,
     encode_header,
@@ -21,6 +22,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
 )
 from resultlog.consumers.fold import Contribution, RunFold
 from resultlog.schemas import RunKey
+from tests.support.checkpoints import v1_header
 from tests.support.records import make_record
 
 CHECKPOINT = CheckpointId("results", 2, 6, 9, "w1", 12345)
@@ -127,6 +129,11 @@ def test_a_header_names_the_exact_log() -> None:
     found = decode(encode_header(Header(named, 1, 1_700_000_000_000, 1, 1)))
     assert isinstance(found, Header)
     assert (found.id.cluster_id, found.id.topic_id) == ("cluster-a", "topic-id")
+
+
+def test_a_header_of_the_first_format_is_refused_as_old() -> None:
+    with pytest.raises(OldCheckpointError, match="older version"):
+        decode(v1_header(CHECKPOINT, 1, 1, 1))
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.support.aggregator import held, metric, started
+from tests.support.checkpoints import v1_header
 from tests.support.cli import child_env, cli_argv
 from tests.support.kafka import (
     drop_topics,
@@ -119,6 +120,39 @@ def test_a_checkpoint_past_the_end_is_ignored_with_a_warning(
         _wait_equal(aggregator, settings, RUNS)
         assert metric(aggregator, "checkpoints_ignored_total", reason="beyond_end") == 1
     assert _warnings(caplog, partition) == ["beyond_end"]
+
+
+@pytest.mark.parametrize("reason", ["foreign_cluster", "foreign_topic", "old_version"])
+def test_a_checkpoint_of_another_log_is_ignored_with_a_warning(
+    checkpointing: Settings, caplog: pytest.LogCaptureFixture, reason: str
+) -> None:
+    settings = checkpointing
+    write_many(settings, _records(range(0, 30)))
+    partition = run_partition(settings, RUNS[0])
+    with KafkaConnection(settings) as kafka:
+        cluster_id, topic_id = kafka.topic_identity(settings.results_topic)
+    if reason == "foreign_cluster":
+        cluster_id = "another-cluster"
+    elif reason == "foreign_topic":
+        topic_id = "AAAAAAAAAAAAAAAAAAAAAA"  # a topic deleted since
+    # Offsets inside the log and no runs: restored, it would hide every run of the partition.
+    checkpoint = CheckpointId(
+        settings.results_topic, partition, 3, 7, "forged", _ends(settings)[partition],
+        cluster_id, topic_id,
+    )  # fmt: skip
+    value = (
+        v1_header(checkpoint, 0, 0, 0)
+        if reason == "old_version"
+        else encode_header(Header(checkpoint, 0, 2**62, 0, 0))
+    )
+    key = header_key(settings.results_topic, partition)
+    produce_raw(settings, [(key, value, partition)], settings.checkpoints_topic)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), started(settings, _new_machine(settings)) as aggregator:
+        _wait_equal(aggregator, settings, RUNS)
+        assert metric(aggregator, "checkpoints_ignored_total", reason=reason) == 1
+        assert metric(aggregator, "checkpoints_restored_total") == 0
+    assert _warnings(caplog, partition) == [reason]
 
 
 def test_a_purge_after_a_checkpoint_is_applied(checkpointing: Settings) -> None:

@@ -87,7 +87,7 @@ def test_metric_means_exclude_skipped_records_and_count_a_missing_metric_as_zero
         make_record(1, 1, "C", metrics={"reward": 0.5, "abs_error": 2.0}),
     ]
     summary = fold(records)
-    # The seed's reward rule: the mean over the 3 records not skipped, a missing one is 0.
+    # The reward rule (design rule 13): the mean over the 3 records not skipped, a missing one is 0.
     assert summary.metrics == {"abs_error": 2.0 / 3, "reward": 0.5}
 
 
@@ -231,7 +231,7 @@ def test_records_at_every_bound_never_stop_the_fold(sign: int) -> None:
 
 
 def _reference(latest: list[SampleResult]) -> dict[str, object]:
-    """DESIGN's fold restated plainly (a full re-fold with Fractions), to check the real one."""
+    """Design rule 13 restated plainly (a full re-fold with Fractions), to check the real fold."""
     if not latest:
         return {"records": 0, "accuracy": 0.0, "spent_cost": 0.0}
     newest = max(

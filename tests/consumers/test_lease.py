@@ -1,4 +1,4 @@
-"""Leases on run keys (issue 11 item 2): one live holder per overlapping range, log order wins."""
+"""Leases on run keys (design rule 18): one live holder per overlapping range, log order wins."""
 
 from __future__ import annotations
 

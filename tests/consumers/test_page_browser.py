@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.support.browser import chromium, outside_the_browser_loop, screenshot_path
+from tests.support.browser import outside_the_browser_loop, screenshot_path, tab
 from tests.support.kafka import write
 from tests.support.page import (
     OUTCOMES_A,
@@ -38,23 +38,13 @@ TOKEN = "s3cret-token-for-the-runs-page"
 ODD = RunKey("odd run/é", "arith", "openai/gpt-4o")  # a key that needs percent-encoding
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the module (skips where there is none)."""
-    with chromium() as started:
-        yield started
-
-
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh browser tab of 1280 x 800."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    tab = context.new_page()
-    tab.set_default_timeout(TIMEOUT_MS)
-    try:
-        yield tab
-    finally:
-        context.close()
+    # bypass_csp: wait_for_function evaluates its expressions as strings, which the page's
+    # CSP forbids (test_page_fit_browser runs the pages under their CSP).
+    with tab(browser, TIMEOUT_MS, viewport={"width": 1280, "height": 800}, bypass_csp=True) as new:
+        yield new
 
 
 @pytest.fixture

@@ -6,19 +6,25 @@ A denied action is one line naming the principal, the operation and the resource
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from resultlog.consumers import SummaryPublisher
+from resultlog.acl import Role, grant, role_acls
+from resultlog.consumers import SummaryPublisher, read_run_records
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.kafka import KafkaClientError, KafkaConnection
 from resultlog.producer import KafkaResultStore, PersistenceError
+from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
+from resultlog.topics import TopicSpec, ensure_topics
 from tests.support.records import make_record
 from tests.support.security import (
     MODEL,
@@ -38,7 +44,7 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.faults
 
 ROLES = ("worker", "aggregator", "viewer")
-PASSWORDS = {name: f"{name}-acl-pa55" for name in ("admin", *ROLES, "nobody")}
+PASSWORDS = {name: f"{name}-acl-pa55" for name in ("admin", *ROLES, "nobody", "blind")}
 DENIAL_BOUND_S = 10.0  # a whole CLI process, start-up included
 RUN_ID = "acl"
 
@@ -53,6 +59,7 @@ class Principals:
     aggregator: Settings
     viewer: Settings
     nobody: Settings
+    blind: Settings
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +70,17 @@ def principals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Principals]
     )
     print(f"\nSASL_SSL node with the authorizer up in {cluster.start_s:.1f}s")
     admin = with_topics(client_settings(cluster, user="admin"))
-    found = {name: client_settings(cluster, admin, user=name) for name in (*ROLES, "nobody")}
+    found = {
+        name: client_settings(cluster, admin, user=name) for name in (*ROLES, "nobody", "blind")
+    }
     for role in ROLES:
         for _ in range(2):  # granting again changes nothing
             done, _ = cli(admin, "acl", "grant", "--role", role, "--principal", f"User:{role}")
             assert done.returncode == 0, done.stderr
             assert f"granted: User:{role} may" in done.stdout
+    # A worker as granted before roles included topic configurations: it cannot read a limit.
+    blind = role_acls(admin, Role.WORKER, "User:blind")
+    grant(KafkaConnection(admin), [acl for acl in blind if acl.operation != "DESCRIBE_CONFIGS"])
     time.sleep(1)  # ACLs reach the broker's authorizer within a second
     yield Principals(cluster, admin, **found)
     cluster.kafka.down()
@@ -98,6 +110,59 @@ def test_a_worker_runs_resumes_and_replays(
     replay, _ = cli(principals.worker, "replay", *run_key_args(RUN_ID), "--json")
     assert json_of(replay)["records"] == 8
     assert not leaked(again.stderr, status.stderr, secrets=tuple(PASSWORDS.values()))
+
+
+def test_a_worker_checks_its_topics_and_warns_of_nothing(
+    principals: Principals, worker_run: dict[str, object]
+) -> None:
+    done, _ = cli(principals.worker, "status", *run_key_args(RUN_ID), "--json")
+    assert json_of(done)["completed"] == 8
+    assert "cannot" not in done.stderr and "assuming" not in done.stderr, done.stderr
+
+
+def test_a_worker_stores_a_large_answer_whole_and_reads_it_back(principals: Principals) -> None:
+    """A 1.5 MB answer that compresses to more than Kafka's default 1 MB limit is kept whole."""
+    answer = base64.b64encode(os.urandom(1_100_000)).decode()  # 1.47 MB, ~1.1 MB compressed
+    assert len(zlib.compress(answer.encode(), 1)) > 1_048_588
+    with ModelServer(error_rate=0, wrong_rate=0) as server:
+        server.override("arith-0000", 0, Behavior(answer=answer))
+        args = ["run", "arith", "--model", MODEL, "--run-id", "large", "--limit", "1", "--json"]
+        done, _ = cli(principals.worker, *args, "--base-url", server.base_url)
+    assert json_of(done)["records"] == 1
+    assert "reduced" not in done.stderr and "cannot" not in done.stderr, done.stderr
+    stored = read_run_records(KafkaConnection(principals.worker), RunKey("large", "arith", MODEL))
+    (record,) = stored.records
+    assert record.truncated is None
+    assert [m.content for m in record.messages if m.role == "assistant"] == [answer]
+
+
+def test_a_principal_that_cannot_read_the_limit_refuses_to_write(principals: Principals) -> None:
+    blind = principals.blind
+    done, _ = cli(blind, *run_args("blind"))
+    line = error_line(done)
+    expected = f"Kafka denied User:blind DESCRIBE_CONFIGS on topic {blind.results_topic}"
+    assert expected in line and "TOPIC_AUTHORIZATION_FAILED" in line, line
+    with pytest.raises(PersistenceError, match=expected) as caught:
+        KafkaResultStore(KafkaConnection(blind))
+    assert not caught.value.retriable
+    status, _ = cli(principals.admin, "status", *run_key_args("blind"), "--json")
+    assert json_of(status)["completed"] == 0  # nothing written, nothing cut
+
+
+def test_a_worker_refuses_a_results_topic_that_deletes(principals: Principals) -> None:
+    """The cleanup-policy check runs for a worker: a deleting topic would lose results."""
+    admin = principals.admin
+    deleting = admin.model_copy(update={"results_topic": f"{admin.results_topic}-deleting"})
+    spec = TopicSpec(deleting.results_topic, deleting.partitions, 1, {"cleanup.policy": "delete"})
+    ensure_topics(KafkaConnection(deleting), [spec])
+    grant(KafkaConnection(admin), role_acls(deleting, Role.WORKER, "User:worker"))
+    time.sleep(1)
+    worker = principals.worker.model_copy(update={"results_topic": deleting.results_topic})
+    done, _ = cli(worker, *run_args("deleting"))
+    assert (
+        f"topic {deleting.results_topic} has cleanup.policy=delete but resultlog needs compact"
+        in error_line(done)
+    )
 
 
 def test_a_worker_cannot_write_summaries(
@@ -175,11 +240,12 @@ def test_list_and_revoke(principals: Principals) -> None:
     listed, _ = cli(admin, "acl", "list", "--principal", "User:viewer")
     assert listed.stdout.splitlines() == [
         "User:viewer may DESCRIBE group resultlog-reader-* (prefix)",
+        f"User:viewer may DESCRIBE_CONFIGS topic {viewer.summaries_topic}",
         f"User:viewer may READ topic {viewer.summaries_topic}",
     ]
     revoke = ["acl", "revoke", "--role", "viewer", "--principal", "User:viewer"]
     revoked, _ = cli(admin, *revoke)
-    assert revoked.stdout.strip() == "revoked 2 ACL(s) of role viewer from User:viewer"
+    assert revoked.stdout.strip() == "revoked 3 ACL(s) of role viewer from User:viewer"
     try:
         time.sleep(1)
         with pytest.raises(KafkaClientError, match="Kafka denied User:viewer DESCRIBE"):

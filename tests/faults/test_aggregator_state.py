@@ -126,7 +126,10 @@ def test_sigkill_while_writing_the_store_then_restart_equals_replay(fresh: Setti
     writer.join(120)
     with _aggregator(fresh) as agg:
         agg.wait_equal(fresh, OLD)
-        assert agg.metric("states_restored_total") == fresh.partitions
+        # Each partition holding records flushed at least once (64 keys); an empty one may
+        # have been killed before its first save, which costs nothing to re-read.
+        holding = {run_partition(fresh, run_key) for run_key in OLD}
+        assert agg.metric("states_restored_total") >= len(holding)
         assert agg.metric("records_consumed_total") < len(_records(OLD, range(600)))
 
 

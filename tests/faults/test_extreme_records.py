@@ -1,4 +1,4 @@
-"""Records at and beyond the contract's bounds (DESIGN rule 9) against a real broker.
+"""Records at and beyond the contract's bounds (design rule 9) against a real broker.
 
 Records at every bound decode and fold; records beyond them (a metric of 1.7e308, a cost of
 1e308, token counts and generation times of 2**62: valid Avro that stopped the aggregator,
@@ -57,6 +57,9 @@ def _at_bounds(sample_index: int) -> SampleResult:
         run_key=RUN,
         epochs=1,
         dataset_size=SAMPLES,
+        # The built-in arith's id at that index: a resume reuses a record only where its
+        # sample is.
+        sample_id=f"arith-{sample_index:04d}",
         metrics={"reward": sign * MAX_METRIC},
         usage=USAGE_AT_BOUNDS,
         generation_time_ms=MAX_MILLIS,

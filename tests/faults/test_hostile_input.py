@@ -26,6 +26,10 @@ BAD_ARGUMENTS = [
     ([*RUN, "--run-id", "evil\x1b[2J"], "run id contains a control character"),
     ([*RUN, "--run-id", "gpt\u202eevil"], "run id contains a control character"),  # RTL override
     ([*RUN, "--run-id", "r" * 300], "run id is longer than 256 characters"),
+    ([*RUN, "--run-id", ".."], "run id must not be '..'"),  # /page/run/../ would not open
+    (["run", "arith", "--model", ".", "--run-id", "r"], "model must not be '.'"),
+    ([*RUN, "--run-id", "iso\u2067late"], "run id contains a control character, U+2067"),
+    (["status", "--run-id", "r", "--benchmark", "..", "--model", MODEL], "benchmark must not be"),
     ([*RUN, "--run-id", "r", "--limit", "99999999999"], "limit must be between 1 and 10000000"),
     ([*RUN, "--run-id", "r", "--epochs", "100000"], "epochs must be between 1 and 1000"),
     ([*RUN, "--run-id", "r", "--limit", "1e3"], "limit must be an integer"),
@@ -120,7 +124,7 @@ HTTP_CASES = [
     ("/runs/../../etc/passwd", 400),
     ("/runs/..%2F..%2Fetc/passwd/x", 404),
     ("/../../etc/passwd", 404),
-    ("/runs/%00/arith/m", 404),
+    ("/runs/%00/arith/m", 400),  # no run key holds a control character
     ("/runs/" + "a" * 8000 + "/arith/m", 400),  # a run key part is at most 256 characters
     ("/runs?limit=99999999999999999999", 400),
     ("/runs?limit=-1", 400),

@@ -1,4 +1,4 @@
-"""Leases between `resultlog run` processes (issue 11 item 2): nobody pays twice for a pair."""
+"""Leases between `resultlog run` processes (design rule 18): nobody pays twice for a pair."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A misbehaving model endpoint: DESIGN.md's classification holds; a failed run writes no degraded.
+"""A misbehaving model endpoint: design rule 6 holds; a failed run writes no degraded.
 
 No HTTP status (a timeout, a reset or closed connection, a malformed body) fails the run with a
 one-line error; 429 and 5xx give a degraded S, 400 a degraded I.

@@ -56,7 +56,7 @@ def _summary_value(settings: Settings, run_key: RunKey) -> tuple[bool, bytes | N
 def _purge(settings: Settings, run_key: RunKey, *extra: str) -> str:
     done = run_cli(
         child_env(settings),
-        *["purge", "--run-id", run_key.run_id, "--benchmark", run_key.benchmark_id],
+        *["purge", "--yes", "--run-id", run_key.run_id, "--benchmark", run_key.benchmark_id],
         *["--model", run_key.model, *extra],
     )
     assert done.returncode == 0, done.stderr
@@ -101,7 +101,7 @@ def test_purge_deletes_the_run_for_every_reader(kafka_bootstrap: str) -> None:
             child_env(settings),
             *["replay", "--run-id", doomed.run_id, "--benchmark", doomed.benchmark_id],
             *["--model", doomed.model, "--json"],
-        )  # issue 11: a run without records is an error, not a zero summary
+        )  # a run without records is an error, not a zero summary
         assert replayed.returncode == 1 and not replayed.stdout
         assert replayed.stderr == (
             f"resultlog: error: run {doomed} has no records in {settings.results_topic}\n"

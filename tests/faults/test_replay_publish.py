@@ -43,7 +43,7 @@ def _replay(settings: Settings, run_key: RunKey, *extra: str):  # type: ignore[n
 
 def test_publish_skips_runs_without_records_and_purged_runs(settings: Settings) -> None:
     ghost = RunKey("never-ran", "arith", MODEL)
-    refused = _replay(settings, ghost, "--publish")  # item 11: a one-line error, not a no-op
+    refused = _replay(settings, ghost, "--publish")  # a one-line error, not a no-op
     assert refused.returncode == 1 and "has no records" in refused.stderr
     purged = RunKey("purged", "arith", MODEL)
     write(settings, _records(purged, 0, 10))
@@ -121,6 +121,23 @@ def test_the_aggregator_corrects_stale_phantom_and_deleted_summaries(settings: S
         )  # fmt: skip
         corrected_s = time.monotonic() - started
     report("publish-reconcile", stale=1, phantom=1, deleted=1, corrected_s=f"{corrected_s:.1f}")
+
+
+def test_the_aggregator_removes_phantoms_an_aggregator_wrote(settings: Settings) -> None:
+    live, phantom = RunKey("here", "arith", MODEL), RunKey("vanished", "arith", MODEL)
+    kafka = KafkaConnection(settings)
+    write(settings, _records(live, 0, 10))
+    # An aggregator's summary of a run whose records are gone (a log deleted and recreated):
+    ours = AsOf(computed_at=datetime.now(UTC), source="aggregator", offsets={})
+    truth = replay_run(kafka, live).summaries[live]
+    ghost = truth.model_copy(update={"run_id": phantom.run_id, "as_of": ours})
+    SummaryPublisher(kafka).publish_all([ghost])
+    assert published(settings)[phantom] is not None
+    with serving_aggregator(settings):
+        wait_for(
+            lambda: _corrected(settings, {live: expected(settings, live), phantom: None}),
+            "the aggregator to tombstone the phantom",
+        )
 
 
 def produce_raw_summary(settings: Settings, run_key: RunKey, value: bytes | None) -> None:

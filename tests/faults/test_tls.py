@@ -183,8 +183,59 @@ def test_tls_mistakes_are_one_line_within_seconds(
         assert elapsed < REFUSED_BOUND_S, name
 
 
+def test_a_client_certificate_from_another_ca_is_named_as_such(
+    mutual_tls: SecureCluster, tmp_path: Path
+) -> None:
+    with_topics(client_settings(mutual_tls, certificate=mutual_tls.kafka.issue_certificate("c")))
+    certificate, key = _foreign_client_certificate(tmp_path)
+    foreign = client_settings(mutual_tls, certificate=(certificate, key))
+    done, elapsed = cli(foreign, *run_args("foreign-ca"), timeout_s=REFUSED_BOUND_S + 30)
+    print(f"\nrefused after {elapsed:.1f}s: {error_line(done)}")
+    assert elapsed < REFUSED_BOUND_S
+    assert error_line(done) == (
+        f"resultlog: error: Kafka at {mutual_tls.bootstrap} refused the client certificate "
+        f"{certificate} (mutual TLS): it was issued by CN=stranger, a CA the broker does not "
+        "trust; use one its CA issued (`resultlog kafka issue-cert`) in "
+        "RESULTLOG_SSL_CERTIFICATE_LOCATION"
+    )
+
+
+def _foreign_client_certificate(directory: Path) -> tuple[Path, Path]:
+    """A valid client certificate and its private key, issued by a CA the broker never saw."""
+    ca_pem, ca_key = _self_signed_ca_and_key()
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "foreigner")]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=30))
+        .sign(ca_key, hashes.SHA256())
+    )
+    certificate_path, key_path = directory / "foreigner.pem", directory / "foreigner.key"
+    certificate_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    key_path.chmod(0o600)
+    return certificate_path, key_path
+
+
 def _self_signed_ca() -> bytes:
     """A CA certificate that signed nothing the broker serves."""
+    return _self_signed_ca_and_key()[0]
+
+
+def _self_signed_ca_and_key() -> tuple[bytes, ec.EllipticCurvePrivateKey]:
+    """A CA certificate named CN=stranger that signed nothing the broker serves, and its key."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "stranger")])
     now = datetime.now(UTC)
@@ -199,7 +250,7 @@ def _self_signed_ca() -> bytes:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    return certificate.public_bytes(serialization.Encoding.PEM)
+    return certificate.public_bytes(serialization.Encoding.PEM), key
 
 
 def test_an_expired_broker_certificate_is_renewed_at_start(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ WORKER_API = {
     "Solver",
     "model_solver",
     "run_benchmark",
-    # the run's configuration (DESIGN rule 10)
+    # the run's configuration (design rule 10)
     "RunConfig",
     "run_config",
     "check_config",
@@ -45,6 +45,7 @@ WORKER_API = {
     "PersistenceError",
     "ProducerError",
     "SolverError",
+    "UnansweredError",
 }
 
 

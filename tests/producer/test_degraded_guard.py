@@ -1,4 +1,4 @@
-"""Degraded writes never shadow a completed record, whoever wrote it (issue 11 item 1).
+"""Degraded writes never shadow a completed record, whoever wrote it (design rule 3).
 
 Another writer's success is injected at the exact moments that matter: before the degraded
 phase reads the log, and between that read and the degraded write (the race a re-read alone

@@ -1,4 +1,4 @@
-"""The bill (DESIGN rule 11): attempts and spent_cost carried forward across runs of a key, with
+"""The bill (design rule 11): attempts and spent_cost carried forward across runs of a key, with
 a real broker and the offline model server over HTTP."""
 
 from __future__ import annotations

@@ -236,9 +236,9 @@ async def test_elapsed_time_covers_the_call(offline_server: ModelServer) -> None
     ("status", "verdict"),
     [
         (None, "fatal"),
-        (300, "incorrect"),
-        (302, "incorrect"),
-        (402, "incorrect"),
+        (300, "fatal"),
+        (302, "fatal"),
+        (402, "fatal"),
         (400, "incorrect"),
         (408, "incorrect"),
         (401, "fatal"),
@@ -249,7 +249,7 @@ async def test_elapsed_time_covers_the_call(offline_server: ModelServer) -> None
         (599, "skip"),
     ],
 )
-def test_classification_follows_record_semantics_6(status: int | None, verdict: str) -> None:
+def test_classification_of_model_errors(status: int | None, verdict: str) -> None:
     assert classify_model_error(ModelError("x", status=status)) == verdict
 
 
@@ -344,6 +344,10 @@ async def test_content_parts_and_reasoning_content_are_read() -> None:
         ({"prompt_tokens": 2**40, "completion_tokens": 1}, "usage.input_tokens"),
         ({"prompt_tokens": 1, "completion_tokens": 1, "cost": 1e308}, "usage.cost"),
         ({"prompt_tokens": 1, "completion_tokens": 1, "cost": -1.0}, "usage.cost"),
+        ({"prompt_tokens": -3, "completion_tokens": 1}, "usage.input_tokens"),
+        ({"prompt_tokens": 1, "completion_tokens": "many"}, "usage.output_tokens"),
+        ({"prompt_tokens": 1, "completion_tokens": 1, "cost": "0.1"}, "usage.cost"),
+        ({"prompt_tokens": 1, "total_tokens": 2**41}, "usage.total_tokens"),
     ],
 )
 async def test_usage_out_of_the_contracts_bounds_is_a_fatal_error_naming_it(

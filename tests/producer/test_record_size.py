@@ -1,4 +1,4 @@
-"""Records sized by what the topic accepts, kept reduced rather than lost (issue 11 item 3)."""
+"""Records sized by what the topic accepts, kept reduced rather than lost."""
 
 from __future__ import annotations
 

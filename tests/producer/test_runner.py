@@ -128,7 +128,7 @@ async def test_a_stored_epoch_outside_the_range_is_ignored(
 
     result = await run_with(limit_samples(arith(), 3), model_client, kafka_store, "r4", epochs=2)
 
-    # The worker reports the run's summary, replay's (DESIGN rule 8): the newest record
+    # The worker reports the run's summary, replay's (design rule 8): the newest record
     # gives the shape, and the epoch-2 records are either in it or counted out of it.
     assert result.summary == fold(stored_records(settings, RunKey("r4", "arith", MODEL)))
     assert result.summary.records + result.summary.out_of_shape == 9
@@ -159,8 +159,8 @@ async def test_429s_give_degraded_skipped_outcomes_written_after_all_others(
     assert result.summary.degraded_records == len(degraded)
 
 
-@pytest.mark.parametrize(("status", "index"), [(400, 1), (302, 0)])
-async def test_a_400_or_a_3xx_gives_a_degraded_incorrect_outcome(
+@pytest.mark.parametrize(("status", "index"), [(400, 1), (422, 0)])
+async def test_a_400_or_a_422_gives_a_degraded_incorrect_outcome(
     status: int,
     index: int,
     kafka_store: KafkaResultStore,
@@ -372,7 +372,7 @@ async def test_a_write_that_always_fails_rejects_the_run_after_4_attempts(
 async def test_a_record_larger_than_the_producer_accepts_is_stored_reduced(
     settings: Settings, model_client: ModelClient
 ) -> None:
-    # Issue 11 item 3: a paid answer too large to store is kept reduced, never failed.
+    # A paid answer too large to store is kept reduced, never failed.
     store = KafkaResultStore(
         KafkaConnection(settings), producer_overrides={"message.max.bytes": 2000}
     )

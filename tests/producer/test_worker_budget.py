@@ -7,6 +7,7 @@ import dataclasses
 import math
 
 from resultlog.consumers import fold
+from resultlog.consumers.work import WorkProgress
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import ModelServer
 from resultlog.producer.worker import CHUNK_FAILED, RunSpec, plan_chunks, submit_chunks
@@ -50,6 +51,12 @@ def test_a_worker_keeps_each_chunk_to_its_share_of_the_budget(
         assert {r.chunk_index for r in mine} == {task.chunk_index}
     asked = len(model_server.requests)
     assert asked == len(records)  # each pair asked once, and durable
+    # Settled with pairs missing: `status` says stopped, never done.
+    progress = WorkProgress.read(
+        kafka, RunKey("capped", "arith", MODEL), records, kafka.settings.work_group
+    )
+    assert progress is not None
+    assert (progress.count("done"), progress.count("stopped")) == (0, 2)
 
     assert submit_chunks(kafka, tasks) == 2  # the same budget again: nothing more is paid
     again = serve_until(kafka, settled=4)

@@ -42,10 +42,10 @@ def test_chunks_cover_the_selected_samples_contiguously_and_evenly() -> None:
     assert plan_chunks(spec(chunks=4, limit=10, epochs=2, temperature=0.5), now=NOW) == tasks
 
 
-def test_a_range_is_split_and_clipped_to_the_dataset_as_run_selects_it() -> None:
-    tasks = plan_chunks(spec(chunks=2, sample_range=(990, 2000)), now=NOW)
+def test_a_range_is_split_as_run_selects_it() -> None:
+    tasks = plan_chunks(spec(chunks=2, sample_range=(990, 1000)), now=NOW)
     assert [t.sample_range for t in tasks] == [(990, 995), (995, 1000)]
-    assert (tasks[0].range_start, tasks[0].range_end) == (990, 2000)
+    assert (tasks[0].range_start, tasks[0].range_end) == (990, 1000)
 
 
 @pytest.mark.parametrize(
@@ -54,6 +54,10 @@ def test_a_range_is_split_and_clipped_to_the_dataset_as_run_selects_it() -> None
         ({"chunks": 11, "limit": 10}, "11 chunks for 10 samples: at most one chunk per sample"),
         ({"chunks": 0}, "--chunks must be at least 1"),
         ({"sample_range": (1000, 1010)}, "range 1000:1010 selects no sample of the 1000"),
+        (
+            {"sample_range": (990, 2000)},
+            r"range 990:2000 goes past the 1000 samples of arith \(0:1000\): use 990:1000",
+        ),
         ({"chunks": 3, "sample_range": (5, 7)}, "3 chunks for 2 samples"),
     ],
 )

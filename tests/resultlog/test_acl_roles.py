@@ -10,6 +10,7 @@ import pytest
 
 from resultlog.acl import READER_GROUP_PREFIX, Acl, Role, role_acls
 from resultlog.errors import KafkaClientError
+from resultlog.kafka import topic_layouts
 from resultlog.settings import Settings
 
 SETTINGS = Settings(
@@ -18,6 +19,7 @@ SETTINGS = Settings(
     dlq_topic="d",
     leases_topic="l",
     checkpoints_topic="c",
+    index_topic="i",
     aggregator_group="agg",
     work_topic="w",
     work_dlq_topic="wd",
@@ -37,11 +39,15 @@ def test_a_worker_writes_and_reads_results_and_takes_work() -> None:
     assert _rules(Role.WORKER) == {
         ("topic", "r", "WRITE"),
         ("topic", "r", "READ"),
+        ("topic", "i", "READ"),
         ("topic", "l", "WRITE"),
         ("topic", "l", "READ"),
         ("topic", "w", "READ"),
         ("topic", "wd", "WRITE"),
         ("group", "workers", "READ"),
+        ("topic", "r", "DESCRIBE_CONFIGS"),
+        ("topic", "i", "DESCRIBE_CONFIGS"),
+        ("topic", "l", "DESCRIBE_CONFIGS"),
     }
 
 
@@ -52,13 +58,27 @@ def test_the_aggregator_reads_results_and_writes_summaries_and_dead_letters() ->
         ("topic", "d", "WRITE"),
         ("topic", "c", "WRITE"),
         ("topic", "c", "READ"),
+        ("topic", "i", "WRITE"),
+        ("topic", "i", "READ"),
         ("group", "agg", "READ"),
+        *(("topic", name, "DESCRIBE_CONFIGS") for name in "rsdci"),
     }
     assert ("group", "other", "READ") in _rules(Role.AGGREGATOR, "other")
 
 
 def test_a_viewer_reads_summaries_only() -> None:
-    assert _rules(Role.VIEWER) == {("topic", "s", "READ")}
+    assert _rules(Role.VIEWER) == {("topic", "s", "READ"), ("topic", "s", "DESCRIBE_CONFIGS")}
+
+
+@pytest.mark.parametrize("role", list(Role))
+def test_a_role_reads_the_configuration_of_exactly_the_checked_topics_it_uses(role: Role) -> None:
+    """Each topic whose layout clients check and the role uses: its configuration, no more."""
+    acls = role_acls(SETTINGS, role, "User:x")
+    used = {
+        acl.name for acl in acls if acl.resource == "topic" and acl.operation != "DESCRIBE_CONFIGS"
+    }
+    described = {acl.name for acl in acls if acl.operation == "DESCRIBE_CONFIGS"}
+    assert described == used & set(topic_layouts(SETTINGS))
 
 
 def test_no_role_may_write_what_another_role_owns() -> None:
@@ -67,6 +87,7 @@ def test_no_role_may_write_what_another_role_owns() -> None:
         for role in Role
     }
     assert "s" not in writes[Role.WORKER] and "r" not in writes[Role.AGGREGATOR]
+    assert "i" not in writes[Role.WORKER]  # the run index is the aggregator's
     assert not writes[Role.VIEWER]
 
 

@@ -1,4 +1,4 @@
-"""Budgets (DESIGN rule 11): `resultlog run --budget-usd` as a process, a real broker and the
+"""Budgets (design rule 11): `resultlog run --budget-usd` as a process, a real broker and the
 offline model as its own process (20 ms a request), whose request log says what was paid."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def test_the_budget_stops_the_run_and_holds_across_resumes(
     assert table_value(done.stdout, "spent, every attempt (USD)") == f"{spent:.6f}"
     kept = math.fsum(r.usage.total_cost for r in final if r.usage is not None)
     assert table_value(done.stdout, "kept, these records (USD)") == f"{kept:.6f}"
-    assert table_value(done.stdout, "pairs skipped (durable)") == str(len(completed))
+    assert table_value(done.stdout, "pairs skipped (durable already)") == str(len(completed))
 
 
 def test_a_spent_budget_starts_nothing(

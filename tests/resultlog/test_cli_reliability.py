@@ -1,4 +1,4 @@
-"""Issue 11 as processes: long prompts, SIGTERM, and no silent no-ops (items 3, 9, 11)."""
+"""The command line as processes: long prompts, SIGTERM, and no silent no-ops."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`resultlog submit` and `worker` as processes: bad input, pick-up, SIGTERM, a long chunk."""
+"""`resultlog submit` and `worker` as processes: bad input, pick-up, SIGTERM, a long chunk, and
+chunk leases (no two writers of one run key's samples pay for them)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from tests.support.aggregator import served, serving_aggregator
 from tests.support.cli import run_cli
+from tests.support.processes import one_line_error
 from tests.support.summaries import bare
 from tests.support.waiting import wait_for
 from tests.support.work import (
@@ -69,6 +71,7 @@ def _work_topic_is_empty(settings: Settings) -> bool:
         (["nope", "--chunks", "2"], "unknown benchmark 'nope'"),
         (["arith", "--chunks", "2", "--range", "5:2"], "range must satisfy 0 <= A < B"),
         (["arith", "--chunks", "2", "--range", "1000:1200"], "selects no sample of the 1000"),
+        (["arith", "--chunks", "2", "--range", "990:2000"], "goes past the 1000 samples"),
         (["arith", "--chunks", "0"], "chunks must be between 1 and"),
         (["arith", "--chunks", "11", "--limit", "10"], "11 chunks for 10 samples"),
         (["arith", "--chunks", "2", "--base-url", "ftp://x"], "--base-url must be an http(s)"),
@@ -187,3 +190,57 @@ def test_a_chunk_longer_than_max_poll_interval_keeps_its_group_membership(
     ]
     assert set(requests_in(log).values()) == {1} and len(requests_in(log)) == 8
     assert all_committed(settings, group)
+
+
+def test_run_is_refused_while_a_worker_holds_the_chunk(
+    settings: Settings,
+    cli_env: dict[str, str],
+    tmp_path: Path,
+    unique_name: str,
+    spawn: Callable[..., subprocess.Popen[str]],
+) -> None:
+    group = f"{unique_name}.workers"
+    env = work_env(cli_env, group)
+    # 40 pairs, 2 at a time, 3 s each: the chunk runs for a minute, `run` starts during it.
+    with model_server_process(tmp_path, env, latency_ms=3000) as (base_url, log):
+        worker = spawn(env, "--max-chunks", "1", "--concurrency", "2")
+        wait_for(lambda: assigned_members(settings, group) == 1, "the worker to join")
+        submitted = run_cli(env, *_submit("held", base_url, "--chunks", "1", "--limit", "40"))
+        assert submitted.returncode == 0, submitted.stderr
+        wait_for(lambda: len(requests_in(log)) >= 2, "the chunk to start")
+        run = ["run", "arith", "--model", MODEL, "--run-id", "held", "--limit", "40"]
+        refused = run_cli(env, *run, "--base-url", base_url, "--json")
+        assert len(requests_in(log)) < 40, refused.stderr
+        one_line_error(refused, "leased by host")
+        _, stderr = worker.communicate(timeout=120)
+        assert worker.returncode == 0, stderr
+        asked = requests_in(log)
+    assert len(records_of(settings, "held")) == 40
+    assert len(asked) == 40 and set(asked.values()) == {1}, "a pair was asked twice"
+
+
+def test_overlapping_submits_never_pay_a_pair_twice(
+    settings: Settings,
+    cli_env: dict[str, str],
+    tmp_path: Path,
+    unique_name: str,
+    spawn: Callable[..., subprocess.Popen[str]],
+) -> None:
+    group = f"{unique_name}.workers"
+    # Short leases: a chunk that finds its samples held claims again soon.
+    env = work_env(cli_env, group, RESULTLOG_LEASE_TTL_S="6")
+    # Chunks of 10 to 20 pairs, 2 at a time, 2 s each: both submits run at once.
+    with model_server_process(tmp_path, env, latency_ms=2000) as (base_url, log):
+        workers = [spawn(env, "--concurrency", "2") for _ in range(3)]
+        wait_for(lambda: assigned_members(settings, group) == 3, "three members")
+        for chunks in ("2", "4"):
+            done = run_cli(env, *_submit("twice", base_url, "--chunks", chunks, "--limit", "40"))
+            assert done.returncode == 0, done.stderr
+        wait_for(lambda: all_committed(settings, group), "every chunk to be done", 180)
+        for worker in workers:
+            worker.terminate()
+        reports = [worker.communicate(timeout=60)[1] for worker in workers]
+        asked = requests_in(log)
+    assert len(records_of(settings, "twice")) == 40
+    assert len(asked) == 40 and set(asked.values()) == {1}, "a pair was asked twice"
+    assert any("waits:" in report for report in reports), "no chunk met a held range"

@@ -1,4 +1,4 @@
-"""Reusing a run id (DESIGN rule 10): `run`, `status` and `submit` as processes, a real broker
+"""Reusing a run id (design rule 10): `run`, `status` and `submit` as processes, a real broker
 and the offline model as its own process, whose request log says what reached the model."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One run shape (DESIGN rule 8): the worker, the aggregator and replay give one summary.
+"""One run shape (design rule 8): the worker, the aggregator and replay give one summary.
 
 Real processes against a real broker: `resultlog run` (its printed summary), `resultlog
 replay` and a running aggregator's HTTP answer, after re-running a run id with fewer epochs,

@@ -34,10 +34,10 @@ def test_creates_five_topics_with_their_configs_idempotently(
 ) -> None:
     settings = _settings(kafka_bootstrap, unique_name, partitions=4)
     first = ensure_topics(KafkaConnection(settings), topic_specs(settings))
-    # results, summaries, DLQ, leases, checkpoints, work x2
-    assert [o.created for o in first] == [True] * 7
+    # results, summaries, DLQ, leases, checkpoints, run index, work x2
+    assert [o.created for o in first] == [True] * 8
     again = ensure_topics(KafkaConnection(settings), topic_specs(settings))
-    assert [o.created for o in again] == [False] * 7
+    assert [o.created for o in again] == [False] * 8
 
     metadata = admin.list_topics(timeout=10).topics
     for name in settings.topic_names():
@@ -48,6 +48,8 @@ def test_creates_five_topics_with_their_configs_idempotently(
     assert _config(admin, settings.results_topic)["min.insync.replicas"] == "1"
     assert _config(admin, settings.leases_topic)["cleanup.policy"] == "compact"
     assert _config(admin, settings.checkpoints_topic)["cleanup.policy"] == "compact"
+    assert _config(admin, settings.index_topic)["cleanup.policy"] == "compact"
+    assert len(metadata[settings.index_topic].partitions) == 4
     assert _config(admin, settings.results_topic)["max.message.bytes"] == str(8 * 1024 * 1024)
 
 

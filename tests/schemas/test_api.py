@@ -42,8 +42,10 @@ CONTRACT = [
     "SummaryUsage",
     # keys and partitions
     "InvalidRunKeyError",
+    "Location",
     "RecordId",
     "RunKey",
+    "check_run_key_part",
     "decode_key",
     "decode_run_key",
     "encode_key",

@@ -11,6 +11,7 @@ from resultlog.schemas import SchemaCatalog, SchemaError, shipped_catalog
 from resultlog.schemas._catalog import (
     AGGREGATOR_CHECKPOINT,
     CHUNK_TASK,
+    RUN_INDEX,
     RUN_SUMMARY,
     SAMPLE_RESULT,
     build_version,
@@ -23,7 +24,9 @@ def test_shipped_catalog_is_parsed_once() -> None:
     names = [(v.name, v.version) for v in shipped_catalog().all()]
     assert names == [
         (AGGREGATOR_CHECKPOINT, 1),
+        (AGGREGATOR_CHECKPOINT, 2),
         (CHUNK_TASK, 1),
+        (RUN_INDEX, 1),
         (RUN_SUMMARY, 1),
         (RUN_SUMMARY, 2),
         (SAMPLE_RESULT, 1),
@@ -86,7 +89,9 @@ def test_from_directory_loads_every_file(tmp_path: Path) -> None:
             SAMPLE_RESULT: "sample_result",
             RUN_SUMMARY: "run_summary",
             AGGREGATOR_CHECKPOINT: "aggregator_checkpoint",
-        }.get(version.name, "chunk_task")
+            RUN_INDEX: "run_index",
+            CHUNK_TASK: "chunk_task",
+        }[version.name]
         (tmp_path / f"{stem}.v{version.version}.avsc").write_text(version.text)
     loaded = SchemaCatalog.from_directory(tmp_path)
     assert [v.fingerprint for v in loaded.all()] == [v.fingerprint for v in shipped_catalog().all()]

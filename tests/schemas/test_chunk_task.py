@@ -13,6 +13,7 @@ from resultlog.schemas import (
     ChunkTask,
     Codec,
     DecodeError,
+    Location,
     RunKey,
     SampleResult,
     UnknownSchemaError,
@@ -63,7 +64,7 @@ def test_a_task_round_trips_in_registry_framing() -> None:
     task = ChunkTask(**task_fields(range_start=10, range_end=90, limit=None))
     raw = codec.encode_chunk_task(task, "resultlog.work")
     assert raw[0] == 0
-    assert codec.decode_chunk_task(raw, topic="resultlog.work") == task
+    assert codec.decode_chunk_task(raw, at=Location("resultlog.work")) == task
     assert client.get_latest_version("resultlog.work-value").schema_id == int.from_bytes(
         raw[1:5], "big"
     )
@@ -111,6 +112,6 @@ def test_other_record_types_are_not_read_as_tasks() -> None:
     codec = Codec()
     record = codec.encode_sample_result(SampleResult(**record_fields()))
     with pytest.raises(UnknownSchemaError, match=r"expected resultlog\.ChunkTask"):
-        codec.decode_chunk_task(record, topic="resultlog.work", partition=1, offset=7)
+        codec.decode_chunk_task(record, at=Location("resultlog.work", 1, 7))
     with pytest.raises(DecodeError, match=r"at resultlog\.work\[0\]@3"):
-        codec.decode_chunk_task(b"garbage", topic="resultlog.work", partition=0, offset=3)
+        codec.decode_chunk_task(b"garbage", at=Location("resultlog.work", 0, 3))

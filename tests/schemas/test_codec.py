@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from resultlog.schemas import (
     Codec,
     DecodeError,
+    Location,
     OutOfRangeError,
     RunSummary,
     SampleResult,
@@ -102,7 +103,7 @@ def test_encode_refuses_the_wrong_model(codec: Codec, summary: RunSummary) -> No
 def _decode_error(codec: Codec, raw: bytes | None) -> DecodeError:
     """The error decoding these bytes raises, located at a made-up offset."""
     with pytest.raises(DecodeError) as info:
-        codec.decode_sample_result(raw, topic=TOPIC, partition=2, offset=41)
+        codec.decode_sample_result(raw, at=Location(TOPIC, 2, 41))
     assert info.value.raw == raw
     assert (info.value.topic, info.value.partition, info.value.offset) == (TOPIC, 2, 41)
     assert f"{TOPIC}[2]@41" in str(info.value)
@@ -227,7 +228,7 @@ def test_corrupted_records_decode_or_raise_decode_errors(data: st.DataObject) ->
 def test_decode_error_at_keeps_class_and_cause(codec: Codec) -> None:
     with pytest.raises(UnknownSchemaError) as info:
         codec.decode_sample_result(b"\xc3\x01" + bytes(8) + b"\x02")
-    located = info.value.at("t", 1, 2)
+    located = info.value.at(Location("t", 1, 2))
     assert type(located) is UnknownSchemaError
     assert located.raw == info.value.raw and located.reason == info.value.reason
     assert str(located).startswith("cannot decode record at t[1]@2 (11 bytes)")

@@ -28,6 +28,7 @@ from resultlog.schemas._catalog import (
     AGGREGATOR_CHECKPOINT,
     CHUNK_TASK,
     MODEL_VERSIONS,
+    RUN_INDEX,
     RUN_SUMMARY,
     SAMPLE_RESULT,
     load_file,
@@ -61,6 +62,10 @@ RELEASED = {
     (AGGREGATOR_CHECKPOINT, 1): (
         "fd96d581b292536b",
         "8d61b6fee0882146592bba1f0ddf7a7f44f98e0af9ce6fcdb3d93e0ac280b21c",
+    ),
+    (RUN_INDEX, 1): (
+        "809fb30f05f903fd",
+        "26b280c1ff1e51b173efcdef0d9d18ef09910bd32289c14cc1f3e35c01b82f89",
     ),
     (AGGREGATOR_CHECKPOINT, 2): (
         "dc43a2e0f96d301f",
@@ -119,7 +124,13 @@ def test_shipped_files_are_named_and_numbered_consistently() -> None:
         stem = path.name.split(".")[0]
         assert version.name == "resultlog." + stem.title().replace("_", "")
         stems.setdefault(stem, []).append(version.version)
-    assert sorted(stems) == ["aggregator_checkpoint", "chunk_task", "run_summary", "sample_result"]
+    assert sorted(stems) == [
+        "aggregator_checkpoint",
+        "chunk_task",
+        "run_index",
+        "run_summary",
+        "sample_result",
+    ]
     for versions in stems.values():
         assert sorted(versions) == list(range(1, len(versions) + 1))
 
@@ -260,11 +271,15 @@ def _records(avro_type: Any) -> list[dict[str, Any]]:
     return found + [r for t in nested for r in _records(t)]
 
 
+# Released Avro record names that the models spell otherwise (a released schema never changes).
+MODEL_NAMES = {"Worker": "WriterProcess"}
+
+
 @pytest.mark.parametrize("name", sorted(MODEL_VERSIONS))
 def test_model_fields_mirror_the_avro_fields(name: str) -> None:
     definition = shipped_catalog().get(name, MODEL_VERSIONS[name]).definition
     for record in _records(dict(definition)):
-        model = getattr(schemas, record["name"])
+        model = getattr(schemas, MODEL_NAMES.get(record["name"], record["name"]))
         assert issubclass(model, BaseModel)
         avro_fields = {f["name"]: f["type"] for f in record["fields"]}
         assert list(model.model_fields) == list(avro_fields), record["name"]

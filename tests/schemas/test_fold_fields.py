@@ -24,8 +24,8 @@ from resultlog.schemas import (
     SampleResult,
 )
 from resultlog.schemas._view import accepts
-from tests.schemas.test_fold_view import BAD_FIELDS, VECTORS, WHERE
-from tests.support.framings import framings, v2_value
+from tests.schemas.test_fold_view import VECTORS
+from tests.support.framings import framings
 from tests.support.records import RecordFactory
 from tests.support.strategies import sample_results
 
@@ -134,28 +134,6 @@ def test_every_golden_vector_gives_the_contribution_of_its_full_decode() -> None
         raw = bytes.fromhex(vector["single_object_hex"])
         expected = Contribution.of(codec.decode_sample_result(raw))
         assert Contribution.of_fields(codec.decode_fold_fields(raw)) == expected, vector["name"]
-
-
-@pytest.mark.parametrize(("path", "value", "expected"), BAD_FIELDS)
-def test_a_bad_folded_field_fails_the_fields_as_it_fails_the_view(
-    make_record: RecordFactory, path: str, value: Any, expected: type[DecodeError]
-) -> None:
-    datum = make_record(dataset_size=None, epochs=3, epoch=1).model_dump()
-    *parents, leaf = path.split(".")
-    target = datum
-    for part in parents:
-        target = target[part]
-    target[leaf] = value
-    raw = v2_value(datum)
-    codec = Codec()
-    with pytest.raises(DecodeError) as view:
-        codec.decode_fold_view(raw, **WHERE)
-    with pytest.raises(DecodeError) as fields:
-        codec.decode_fold_fields(raw, **WHERE)
-    assert type(fields.value) is type(view.value) is expected
-    assert str(fields.value) == str(view.value)
-    assert fields.value.raw == raw
-    assert (fields.value.topic, fields.value.partition, fields.value.offset) == ("results", 3, 41)
 
 
 def test_the_fields_refuse_what_the_view_refuses_before_reading(

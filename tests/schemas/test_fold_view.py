@@ -20,6 +20,7 @@ from resultlog.schemas import (
     Codec,
     DecodeError,
     FoldView,
+    Location,
     OutOfRangeError,
     SampleResult,
     UnknownFormatVersionError,
@@ -32,7 +33,7 @@ from tests.support.strategies import sample_results
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = json.loads((ROOT / "schemas" / "conformance.json").read_text(encoding="utf-8"))
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-WHERE: dict[str, Any] = {"topic": "results", "partition": 3, "offset": 41}
+WHERE = Location("results", 3, 41)
 
 
 def same_fields(view: FoldView, record: SampleResult) -> bool:
@@ -88,7 +89,7 @@ BAD_FIELDS: list[tuple[str, Any, type[DecodeError]]] = [
 
 
 @pytest.mark.parametrize(("path", "value", "expected"), BAD_FIELDS)
-def test_a_bad_folded_field_fails_the_view_as_it_fails_the_full_decode(
+def test_a_bad_folded_field_fails_the_full_decode_the_view_and_the_fields_alike(
     make_record: RecordFactory, path: str, value: Any, expected: type[DecodeError]
 ) -> None:
     datum = make_record(dataset_size=None, epochs=3, epoch=1).model_dump()
@@ -100,11 +101,14 @@ def test_a_bad_folded_field_fails_the_view_as_it_fails_the_full_decode(
     raw = v2_value(datum)
     codec = Codec()
     with pytest.raises(DecodeError) as full:
-        codec.decode_sample_result(raw, **WHERE)
+        codec.decode_sample_result(raw, at=WHERE)
     with pytest.raises(DecodeError) as view:
-        codec.decode_fold_view(raw, **WHERE)
-    assert type(full.value) is type(view.value) is expected
-    for error in (full.value, view.value):
+        codec.decode_fold_view(raw, at=WHERE)
+    with pytest.raises(DecodeError) as fields:
+        codec.decode_fold_fields(raw, at=WHERE)
+    assert type(full.value) is type(view.value) is type(fields.value) is expected
+    assert str(fields.value) == str(view.value)
+    for error in (full.value, view.value, fields.value):
         assert error.raw == raw
         assert (error.topic, error.partition, error.offset) == ("results", 3, 41)
 
@@ -112,7 +116,7 @@ def test_a_bad_folded_field_fails_the_view_as_it_fails_the_full_decode(
 def test_a_value_cut_inside_the_folded_fields_is_undecodable(make_record: RecordFactory) -> None:
     raw = Codec().encode_sample_result(make_record())
     with pytest.raises(DecodeError) as view:
-        Codec().decode_fold_view(raw[:40], **WHERE)
+        Codec().decode_fold_view(raw[:40], at=WHERE)
     assert type(view.value) is DecodeError and view.value.raw == raw[:40]
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from resultlog.schemas import (
     InvalidRunKeyError,
     KeyDecodeError,
+    Location,
     RunKey,
     decode_key,
     decode_run_key,
@@ -87,7 +88,7 @@ def test_run_key_decoding_needs_exactly_three_parts() -> None:
 def test_key_decode_error_is_a_decode_error_and_can_be_located() -> None:
     with pytest.raises(KeyDecodeError) as info:
         decode_key(b"nope")
-    located = info.value.at("resultlog.sample-results", 3, 99)
+    located = info.value.at(Location("resultlog.sample-results", 3, 99))
     assert isinstance(located, KeyDecodeError)
     assert "resultlog.sample-results[3]@99" in str(located)
 

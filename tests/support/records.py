@@ -35,7 +35,7 @@ def uniform_usage(tokens: int, cost: float) -> Usage:
     )
 
 
-# Every count and the cost at the contract's bound (DESIGN rule 9).
+# Every count and the cost at the contract's bound (design rule 9).
 USAGE_AT_BOUNDS = uniform_usage(MAX_TOKENS, MAX_COST_USD)
 
 

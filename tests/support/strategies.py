@@ -33,6 +33,13 @@ from tests.support.records import make_record, uniform_usage
 MAX_LONG = 2**63 - 1
 text = st.text(max_size=40)
 names = st.text(min_size=1, max_size=24)
+# What a run key part may be: no controls, bidi marks, line separators or dot segments.
+_BIDI = "\u061c\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e" + "\u2066\u2067\u2068\u2069"
+run_key_parts = st.text(
+    st.characters(exclude_categories=("Cc", "Cs"), exclude_characters=_BIDI),
+    min_size=1,
+    max_size=24,
+).filter(lambda part: part not in (".", ".."))
 counts = st.integers(min_value=0, max_value=MAX_LONG)
 small = st.integers(min_value=0, max_value=10_000)
 reals = st.floats(allow_nan=False, allow_infinity=False)
@@ -56,7 +63,7 @@ timestamps = st.datetimes(
     max_value=datetime(9999, 1, 1),
     timezones=st.just(UTC),
 )
-run_keys = st.builds(RunKey, names, names, names)
+run_keys = st.builds(RunKey, run_key_parts, run_key_parts, run_key_parts)
 
 tool_calls = st.builds(ToolCall, id=text, name=names, arguments=json_text)
 messages = st.builds(
@@ -104,11 +111,11 @@ def sample_results(draw: st.DrawFn) -> SampleResult:
     kept = usage.total_cost if usage is not None else 0.0
     config = draw(st.none() | json_text)
     fields: dict[str, Any] = {
-        "run_id": draw(names),
+        "run_id": draw(run_key_parts),
         "chunk_id": draw(st.none() | text),
         "chunk_index": draw(st.none() | indexes),
-        "benchmark_id": draw(names),
-        "model": draw(names),
+        "benchmark_id": draw(run_key_parts),
+        "model": draw(run_key_parts),
         "sample_id": draw(names),
         "sample_index": sample_index,
         "epoch": draw(st.integers(min_value=0, max_value=epochs - 1)),
@@ -145,9 +152,9 @@ def run_summaries(draw: st.DrawFn) -> RunSummary:
     total = draw(counts)
     offsets = st.dictionaries(st.integers(0, 1000).map(str), counts, max_size=4)
     return RunSummary(
-        run_id=draw(names),
-        benchmark_id=draw(names),
-        model=draw(names),
+        run_id=draw(run_key_parts),
+        benchmark_id=draw(run_key_parts),
+        model=draw(run_key_parts),
         records=records,
         expected_records=draw(st.none() | counts),
         degraded_records=draw(st.integers(0, records)),

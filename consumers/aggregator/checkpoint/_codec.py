@@ -4,7 +4,8 @@ A generation of a partition's checkpoint is some pieces (each well under Kafka's
 1 MB message size) and a header written once they are all acknowledged. Keys:
 `<results topic>/<partition>/header` (compaction keeps the newest header) and
 `<results topic>/<partition>/<generation>/<writer>/<index>` for pieces. Values are Avro
-single-object encoded (`C3 01`, fingerprint, body) under `aggregator_checkpoint.v1.avsc`.
+single-object encoded (`C3 01`, fingerprint, body) under `aggregator_checkpoint.v2.avsc`
+(v1 named no cluster or topic ID: its records are refused as OldCheckpointError).
 Every Contribution field is written and read by name, column by column: doubles as IEEE
 bytes, so a restored fold holds the same bits as the one that was written.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointId",
     "Header",
+    "OldCheckpointError",
     "Piece",
     "RunRows",
     "decode",
@@ -49,6 +51,11 @@ MAX_GENERATION = 10**15
 _NUMBER = re.compile(r"[0-9]{1,16}")
 _SCHEMA = shipped_catalog().current("resultlog.AggregatorCheckpoint")
 _PREFIX = b"\xc3\x01" + _SCHEMA.fingerprint
+_OLD_PREFIXES = tuple(
+    b"\xc3\x01" + old.fingerprint
+    for old in shipped_catalog().versions("resultlog.AggregatorCheckpoint")
+    if old.fingerprint != _SCHEMA.fingerprint
+)
 _HEADER = "resultlog.CheckpointHeader"
 _PIECE = "resultlog.CheckpointPiece"
 _ROWS_PER_PIECE = 4096  # about 0.5 MB with short sample ids and one metric
@@ -60,6 +67,10 @@ RunRows = tuple[RunKey, list[Contribution]]
 
 class CheckpointError(ValueError):
     """A checkpoint record that cannot be decoded or does not hold together."""
+
+
+class OldCheckpointError(CheckpointError):
+    """A checkpoint record of an older schema version, which does not name its exact log."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +156,8 @@ def iter_pieces(checkpoint: CheckpointId, runs: Iterable[RunRows]) -> Iterator[b
 
 def decode(value: bytes) -> Header | Piece:
     """A header or a piece; CheckpointError if the bytes are not one of ours that holds."""
+    if value.startswith(_OLD_PREFIXES):
+        raise OldCheckpointError("written by an older version, naming no cluster or topic ID")
     if not value.startswith(_PREFIX):
         raise CheckpointError("not an aggregator checkpoint of a known schema version")
     try:

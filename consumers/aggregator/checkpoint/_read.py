@@ -19,6 +19,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     MAX_GENERATION,
     CheckpointError,
     Header,
+    OldCheckpointError,
     Piece,
     decode,
     header_key,
@@ -67,6 +68,7 @@ class Found:
 class _Scan:
     header: Header | None = None
     corrupt: str | None = None  # the newest header record could not be decoded
+    old: bool = False  # ... because an older version wrote it
     # (generation, writer) -> piece index -> (key, value)
     pieces: dict[tuple[int, str], dict[int, tuple[bytes, bytes]]] = field(default_factory=dict)
     generation: int = 0
@@ -135,7 +137,7 @@ def _take(
     partition = headers.get(key)
     if partition is not None:
         scan = scans[partition]
-        scan.header, scan.corrupt = None, None
+        scan.header, scan.corrupt, scan.old = None, None, False
         if value is not None:
             try:
                 found = decode(value)
@@ -145,7 +147,7 @@ def _take(
                     raise CheckpointError(f"generation {found.id.generation} is out of range")
                 scan.header = found
             except CheckpointError as exc:
-                scan.corrupt = str(exc)
+                scan.corrupt, scan.old = str(exc), isinstance(exc, OldCheckpointError)
         return
     parsed = parse_piece_key(key)
     if parsed is None or parsed[0] != results_topic or parsed[1] not in scans:
@@ -188,6 +190,8 @@ def _restore(scan: _Scan, log: _Log, bounds: Bounds) -> Restored | Unusable:
     results_topic, partitions, log_id = log
     header = scan.header
     if header is None:
+        if scan.old:
+            return Unusable("old_version", f"its header was {scan.corrupt}")
         if scan.corrupt is not None:
             return Unusable("corrupt", f"its header does not decode ({scan.corrupt})")
         return Unusable("missing", "none was written")

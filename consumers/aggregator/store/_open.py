@@ -18,6 +18,7 @@ from rocksdict import Rdict
 
 from resultlog.consumers.aggregator.store._codec import StoreFormatError
 from resultlog.consumers.aggregator.store._store import (
+    DEFAULT_MEMORY,
     LogIdentity,
     PartitionStore,
     StoreMeta,
@@ -64,10 +65,11 @@ def open_store(
     *,
     max_age_ms: int,
     cache_keys: int,
+    memory_bytes: int = DEFAULT_MEMORY,
 ) -> Opened:
     """The partition's store, with its folds if they can be trusted (emptied otherwise)."""
     path = partition_path(root, identity.topic, partition)
-    store = _open(path, partition, cache_keys)
+    store = _open(path, partition, cache_keys, memory_bytes)
     try:
         meta = store.meta()
         refused = _check(meta, identity, partition, bounds, max_age_ms)
@@ -79,7 +81,7 @@ def open_store(
         return Opened(store, None, {}, refused)
     store.close()
     Rdict.destroy(str(store.path), db_options())
-    return Opened(_open(store.path, partition, cache_keys), None, {}, refused)
+    return Opened(_open(store.path, partition, cache_keys, memory_bytes), None, {}, refused)
 
 
 def _check(
@@ -116,13 +118,14 @@ def _check(
     return None
 
 
-def _open(path: Path, partition: int, cache_keys: int) -> PartitionStore:
+def _open(path: Path, partition: int, cache_keys: int, memory_bytes: int) -> PartitionStore:
     """Open (creating) the database; a private copy if another process holds it too long."""
     path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + _LOCK_WAIT_S
     while True:
         try:
-            return PartitionStore(Rdict(str(path), db_options()), path, partition, cache_keys)
+            db = Rdict(str(path), db_options(memory_bytes))
+            return PartitionStore(db, path, partition, cache_keys)
         except Exception as exc:  # rocksdict raises plain Exceptions: a held lock among them
             if "lock" not in str(exc).lower():
                 raise StoreFormatError(f"cannot open the state store {path}: {exc}") from exc
@@ -130,7 +133,7 @@ def _open(path: Path, partition: int, cache_keys: int) -> PartitionStore:
                 private = scratch_path(path)
                 log.warning("%s is in use by another process; folding into %s", path, private)
                 store = PartitionStore(
-                    Rdict(str(private), db_options()), private, partition, cache_keys
+                    Rdict(str(private), db_options(memory_bytes)), private, partition, cache_keys
                 )
                 store.scratch = True
                 return store

@@ -9,6 +9,7 @@ and at most `cache_keys` clean ones, least recently used first out.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -20,7 +21,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rocksdict import Options, Rdict, RdictIter, WriteBatch
+from rocksdict import (
+    BlockBasedOptions,
+    Cache,
+    Options,
+    Rdict,
+    RdictIter,
+    WriteBatch,
+    WriteBufferManager,
+)
 
 from resultlog.consumers.aggregator.store._codec import (
     LATEST,
@@ -42,7 +51,7 @@ from resultlog.consumers.aggregator.store._maps import LatestMap, SampleMap
 from resultlog.consumers.fold import Contribution, RunFold, Sample
 from resultlog.schemas import RunKey
 
-__all__ = ["FORMAT", "LogIdentity", "PartitionStore", "StoreMeta"]
+__all__ = ["DEFAULT_MEMORY", "FORMAT", "LogIdentity", "PartitionStore", "StoreMeta"]
 
 log = logging.getLogger(__name__)
 FORMAT = 1
@@ -89,13 +98,35 @@ class StoreMeta:
         return meta
 
 
-def db_options() -> Options:
-    """Small memtables: the store's memory must not grow with the partition."""
+DEFAULT_MEMORY = 64 << 20
+
+
+@functools.cache
+def _shared(memory_bytes: int) -> tuple[Cache, WriteBufferManager]:
+    """One LRU block cache per process for every store, their memtables charged to it."""
+    cache = Cache(memory_bytes)
+    return cache, WriteBufferManager.new_write_buffer_manager_with_cache(
+        memory_bytes // 2, False, cache
+    )
+
+
+def db_options(memory_bytes: int = DEFAULT_MEMORY) -> Options:
+    """Options whose memory does not grow with the data: small memtables, and blocks, index
+    and filters all in the one shared cache of `memory_bytes` (else each table file's index
+    stays in memory: memory growing with the partition)."""
+    cache, manager = _shared(memory_bytes)
     options = Options(raw_mode=True)
     options.create_if_missing(True)
-    options.set_write_buffer_size(4 << 20)
+    options.set_write_buffer_size(min(4 << 20, memory_bytes // 16))
     options.set_max_write_buffer_number(2)
     options.set_max_open_files(64)
+    options.set_write_buffer_manager(manager)
+    table = BlockBasedOptions()
+    table.set_block_cache(cache)
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+    table.set_bloom_filter(10, False)
+    options.set_block_based_table_factory(table)
     return options
 
 
@@ -114,6 +145,7 @@ class PartitionStore:
         self._unsaved: dict[RunKey, RunFold] = {}
         self.scratch = False  # a private copy (the shared one was locked): removed on close
         self.flushed_at = time.monotonic()
+        self.covers: int | None = None  # the offset the meta on disk names
 
     # -- what the maps call -----------------------------------------------------------------
 
@@ -209,6 +241,7 @@ class PartitionStore:
             now_ms = int(time.time() * 1000)
             meta = StoreMeta(FORMAT, self.identity, self.partition, next_offset, now_ms)
             batch.put(META, meta.encode())
+            self.covers = next_offset
         self._db.write(batch)
         clean = self._clean
         for key, value in self._dirty.items():

@@ -6,5 +6,13 @@ from resultlog.consumers.aggregator.web._api import (
     run_key_from_path,
 )
 from resultlog.consumers.aggregator.web._http import HttpServer
+from resultlog.consumers.aggregator.web._samples import Comparison, RunSamples
 
-__all__ = ["BadRequestError", "HttpServer", "create_app", "run_key_from_path"]
+__all__ = [
+    "BadRequestError",
+    "Comparison",
+    "HttpServer",
+    "RunSamples",
+    "create_app",
+    "run_key_from_path",
+]

@@ -2,7 +2,9 @@
 
 Threading: the consumer loop runs in its own thread and the HTTP server in an asyncio loop;
 the endpoints are plain functions, so starlette runs them in its thread pool and waiting for
-the aggregator's state lock (or for a run's records) never blocks the event loop.
+the aggregator's state lock never blocks the event loop. Routes that read the log (samples,
+compare, the page's parts) run in one bounded pool of their own (`_reads`: a few at once,
+stopped when the client leaves); `/healthz` answers on the event loop, behind none of them.
 
 Run keys in paths and queries follow `_paths`. `/runs` pages: `limit`, then `cursor` (opaque)
 to continue; the response is the list of summaries with the total in `X-Total-Count` and the
@@ -20,10 +22,12 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import threading
 from urllib.parse import urlencode
 
 from pydantic import SecretStr, TypeAdapter
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -31,6 +35,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from resultlog.consumers.aggregator._state import RunFilter
+from resultlog.consumers.aggregator.web._headers import SecurityHeaders
 from resultlog.consumers.aggregator.web._page import OPEN_PATHS, OPEN_PREFIXES, page_routes
 from resultlog.consumers.aggregator.web._paths import (
     MAX_PART,
@@ -39,6 +45,7 @@ from resultlog.consumers.aggregator.web._paths import (
     run_key_from_path,
     run_route,
 )
+from resultlog.consumers.aggregator.web._reads import ReadPool
 from resultlog.consumers.aggregator.web._samples import Comparison, SampleCache
 from resultlog.consumers.aggregator.web._source import (
     NotServedError,
@@ -85,13 +92,16 @@ class _BearerToken:
 
     def __init__(self, app: ASGIApp, token: SecretStr) -> None:
         self._app = app
-        self._expected = b"Bearer " + token.get_secret_value().encode()
+        self._expected = token.get_secret_value().encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not _open(scope["path"]):
             given = dict(scope["headers"]).get(b"authorization", b"")
-            # Constant time: the comparison must not tell how much of a guess was right.
-            if not hmac.compare_digest(given, self._expected):
+            scheme, _, credentials = given.partition(b" ")
+            # The scheme is case-insensitive (RFC 7235); the token is compared in constant
+            # time: the comparison must not tell how much of a guess was right.
+            matches = hmac.compare_digest(credentials.lstrip(b" "), self._expected)
+            if scheme.lower() != b"bearer" or not matches:
                 detail = "this API wants Authorization: Bearer <RESULTLOG_HTTP_TOKEN>"
                 response = error(401, "unauthorized", detail, {"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
@@ -108,18 +118,20 @@ def _open(path: str) -> bool:
 def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlette:
     """The starlette application serving `source`, behind a bearer token when one is given."""
     samples = SampleCache(source.run_records)
+    reads = ReadPool()
 
     def list_runs(request: Request) -> Response:
         filters, limit = _list_params(request)
         cursor = request.query_params.get("cursor")
         after = _after(cursor) if cursor is not None else None
-        found = source.page(after=after, limit=limit, **filters)
+        found = source.page(where=RunFilter(**filters), after=after, limit=limit)
         headers = {"X-Total-Count": str(found.total)}
         if found.next_after is not None:
             following = cursor_of(found.next_after)
             query = urlencode({**filters, "limit": limit, "cursor": following})
             headers["X-Next-Cursor"] = following
-            headers["Link"] = f'<{request.url.replace(query=query)}>; rel="next"'
+            # Relative: built from the client's Host, it would point wherever the client says.
+            headers["Link"] = f'</runs?{query}>; rel="next"'
         if found.stale:
             body = (
                 b"["
@@ -130,21 +142,34 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             body = _SUMMARIES.dump_json(found.summaries)
         return Response(body, media_type="application/json", headers=headers)
 
-    def get_run(request: Request) -> Response:
-        run_key, view = run_route(request.scope["raw_path"])
+    def get_summary(request: Request) -> Response:
+        run_key, _ = run_route(request.scope["raw_path"])
         found = served(source, run_key)
         assert found.summary is not None
-        if view is None:
-            body = summary_json(found.summary, stale=found.stale)
-            return Response(body, media_type="application/json")
-        return JSONResponse(read_samples(samples, found.summary).as_json())
+        return Response(
+            summary_json(found.summary, stale=found.stale), media_type="application/json"
+        )
 
-    def compare(request: Request) -> Response:
+    def get_samples(request: Request, stop: threading.Event) -> Response:
+        run_key, _ = run_route(request.scope["raw_path"])
+        summary = served_summary(source, run_key)
+        return JSONResponse(read_samples(samples, summary, stop).as_json())
+
+    samples_route = reads.route(get_samples)
+
+    async def get_run(request: Request) -> Response:
+        _, view = run_route(request.scope["raw_path"])
+        if view is None:
+            return await run_in_threadpool(get_summary, request)
+        return await samples_route(request)
+
+    def compare(request: Request, stop: threading.Event) -> Response:
         a, b = compare_keys(request.scope["query_string"])
-        views = [read_samples(samples, served_summary(source, key)) for key in (a, b)]
+        views = [read_samples(samples, served_summary(source, key), stop) for key in (a, b)]
         return JSONResponse(Comparison.of(*views).as_json())
 
-    def healthz(request: Request) -> Response:
+    async def healthz(request: Request) -> Response:
+        # On the event loop: never queued behind routes that wait for threads or the log.
         health = source.health()
         return JSONResponse(health.as_json(), status_code=200 if health.ready else 503)
 
@@ -155,12 +180,14 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
     routes = [
         Route("/runs", list_runs, methods=["GET"]),
         Route("/runs/{rest:path}", get_run, methods=["GET"]),
-        Route("/compare", compare, methods=["GET"]),
+        Route("/compare", reads.route(compare), methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
-        *page_routes(source, samples),
+        *page_routes(source, samples, reads),
     ]
-    middleware = [] if token is None else [Middleware(_BearerToken, token=token)]
+    middleware = [Middleware(SecurityHeaders)]
+    if token is not None:
+        middleware.append(Middleware(_BearerToken, token=token))
     return Starlette(
         routes=routes,
         middleware=middleware,

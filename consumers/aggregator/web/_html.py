@@ -20,6 +20,7 @@ __all__ = [
     "accuracy_text",
     "compare_part",
     "interval_text",
+    "names",
     "run_part",
     "runs_part",
     "shell",
@@ -57,8 +58,22 @@ def time_text(moment: datetime | None) -> str:
     return "&ndash;" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def shell(title: str, part: str, *, every_ms: int, filters: bool = False) -> str:
-    """A page without data: the script fetches `part` (with the token) every `every_ms`."""
+def names(*parts: str) -> str:
+    """Names from the log, escaped, each isolated in `<bdi>` and joined by a middle dot: a
+    right-to-left name never reorders the text around it."""
+    return " · ".join(_bdi(part) for part in parts)
+
+
+def _bdi(text: str) -> str:
+    return f"<bdi>{escape(text)}</bdi>"
+
+
+def shell(
+    title: str, part: str, *, every_ms: int, filters: bool = False, heading: str | None = None
+) -> str:
+    """A page without data: the script fetches `part` (with the token) every `every_ms`.
+
+    `heading` is the header's HTML (default: the escaped title)."""
     filter_form = ""
     if filters:
         filter_form = (
@@ -71,7 +86,7 @@ def shell(title: str, part: str, *, every_ms: int, filters: bool = False) -> str
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<title>{escape(title)} · resultlog</title><link rel="stylesheet" href="/static/page.css">'
         '</head><body><header><a class="home" href="/">resultlog</a> <span class="title">'
-        f'{escape(title)}</span><span id="status" class="status"></span></header>'
+        f'{heading or escape(title)}</span><span id="status" class="status"></span></header>'
         '<form id="token" class="token" hidden><p>This aggregator wants its token '
         "(<code>RESULTLOG_HTTP_TOKEN</code>). It is kept in this tab only.</p>"
         '<input type="password" name="token" autocomplete="off" placeholder="token" required> '
@@ -111,9 +126,8 @@ def _summary_row(summary: RunSummary, view: RunSamples | None, *, stale: bool = 
     badge = _STALE_BADGE if stale else ""
     return (
         f'<tr data-run="{escape(path)}"><td class="run"><a href="/page/run/{escape(path)}">'
-        f"{escape(summary.run_id)}</a>{badge}</td>"
-        f'<td class="benchmark">{escape(summary.benchmark_id)}'
-        f'</td><td class="model">{escape(summary.model)}</td><td class="progress">'
+        f'{_bdi(summary.run_id)}</a>{badge}</td><td class="benchmark">{_bdi(summary.benchmark_id)}'
+        f'</td><td class="model">{_bdi(summary.model)}</td><td class="progress">'
         f"{_progress(summary)}</td>{_accuracy_cells(summary, view)}"
         f'<td class="skipped">{summary.skipped_questions}</td>'
         f'<td class="degraded">{summary.degraded_records}</td>'
@@ -131,11 +145,39 @@ _STALE_BADGE = (
     ' <span class="badge stale" title="the last published summary: the aggregator is still '
     'restoring its state">stale</span>'
 )
+# What each number is, as a tooltip on its header (the fold defines them).
+_HEADER_TITLES = {
+    "accuracy": "mean over the questions of each question's score, averaged over its epochs",
+    "correct": "questions whose score averaged over epochs is at least 0.5, of all scored",
+    "skipped": "questions with no scored epoch (every epoch degraded)",
+    "degraded": "records whose model call failed (429, 500, timeout): retried on resume",
+    "spent": "USD of every model call, retries included (simulated for the offline model)",
+    "kept cost": "USD of the records kept, one per (sample, epoch)",
+}
 _HEAD = (
-    "<thead><tr><th>run</th><th>benchmark</th><th>model</th><th>progress</th>"
-    "<th>accuracy</th><th>95% CI</th><th>correct</th><th>skipped</th><th>degraded</th>"
-    "<th>spent</th><th>kept cost</th><th>tokens</th><th>last update (UTC)</th><th></th>"
-    "</tr></thead>"
+    "<thead><tr>"
+    + "".join(
+        f'<th title="{escape(_HEADER_TITLES[name])}">{name}</th>'
+        if name in _HEADER_TITLES
+        else f"<th>{name}</th>"
+        for name in (
+            "run",
+            "benchmark",
+            "model",
+            "progress",
+            "accuracy",
+            "95% CI",
+            "correct",
+            "skipped",
+            "degraded",
+            "spent",
+            "kept cost",
+            "tokens",
+            "last update (UTC)",
+            "",
+        )
+    )
+    + "</tr></thead>"
 )
 
 
@@ -201,7 +243,7 @@ def run_part(summary: RunSummary, view: RunSamples, others: Sequence[RunKey]) ->
     if others:
         links = "".join(
             f'<li><a href="/page/compare?a={escape(path)}&amp;b={escape(run_path(o))}">'
-            f"{escape(o.run_id)} · {escape(o.model)}</a></li>"
+            f"{names(o.run_id, o.model)}</a></li>"
             for o in others
         )
         sections.append(f'<section><h2>Compare with</h2><ul class="others">{links}</ul></section>')
@@ -231,9 +273,10 @@ def _degraded(view: RunSamples) -> str:
         return '<p class="meta">none</p>'
     kinds = ", ".join(f"{escape(k)}: {n}" for k, n in view.error_kinds().items())
     rows = "".join(
-        f"<tr><td>{escape(c.sample_id)}</td><td>{c.epoch}</td><td>{c.value.value}</td>"
-        f"<td>{escape(c.error_kind or '')}</td><td>{c.http_status or ''}</td>"
-        f"<td>{escape((c.error_message or '')[:200])}</td><td>{time_text(c.created_at)}</td></tr>"
+        f"<tr><td>{_bdi(c.sample_id)}</td><td>{c.epoch}</td><td>{c.value.value}</td>"
+        f"<td>{_bdi(c.error_kind or '')}</td><td>{c.http_status or ''}</td>"
+        f'<td class="message" dir="auto">{escape((c.error_message or "")[:200])}</td>'
+        f"<td>{time_text(c.created_at)}</td></tr>"
         for c in degraded[:_MAX_DEGRADED_ROWS]
     )
     more = len(degraded) - _MAX_DEGRADED_ROWS
@@ -275,7 +318,7 @@ def compare_part(comparison: Comparison, query: str) -> str:
     )
     flip_lists = "".join(
         f'<p class="flips {kind}"><b>{_FLIP_LABELS[kind]}</b> '
-        f'<span class="count">{len(ids)}</span>: {escape(", ".join(ids[:200]))}</p>'
+        f'<span class="count">{len(ids)}</span>: {", ".join(map(_bdi, ids[:200]))}</p>'
         for kind, ids in flips.items()
     )
     return (
@@ -289,15 +332,13 @@ def compare_part(comparison: Comparison, query: str) -> str:
 
 def _run_name(run_key: RunKey) -> str:
     path = run_path(run_key)
-    return (
-        f'<a href="/page/run/{escape(path)}">{escape(run_key.run_id)}</a> · {escape(run_key.model)}'
-    )
+    return f'<a href="/page/run/{escape(path)}">{_bdi(run_key.run_id)}</a> · {_bdi(run_key.model)}'
 
 
 def _differences(comparison: Comparison) -> str:
     differing = [s for s in comparison.shared if s.difference]
     rows = "".join(
-        f"<tr><td>{escape(s.sample_id)}</td><td>{float(s.a):.4f}</td><td>{float(s.b):.4f}</td>"
+        f"<tr><td>{_bdi(s.sample_id)}</td><td>{float(s.a):.4f}</td><td>{float(s.b):.4f}</td>"
         f'<td class="d">{float(s.difference):+.4f}</td>'
         f"<td>{_FLIP_LABELS.get(s.flip or '', '')}</td></tr>"
         for s in differing[:_MAX_DIFFERENCE_ROWS]

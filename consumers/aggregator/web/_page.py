@@ -11,6 +11,7 @@ come from the objects the JSON routes serialise. Nothing is fetched from elsewhe
 
 from __future__ import annotations
 
+import threading
 import time
 from importlib import resources
 
@@ -18,8 +19,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from resultlog.consumers.aggregator._state import RunFilter
 from resultlog.consumers.aggregator.web import _html
 from resultlog.consumers.aggregator.web._paths import BadRequestError, compare_keys, run_route
+from resultlog.consumers.aggregator.web._reads import ReadPool
 from resultlog.consumers.aggregator.web._samples import Comparison, RunSamples, SampleCache
 from resultlog.consumers.aggregator.web._source import (
     SummarySource,
@@ -46,8 +49,8 @@ def _static_files() -> dict[str, bytes]:
     return {name: (folder / name).read_bytes() for name in _STATIC}
 
 
-def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
-    """The routes of the runs page, reading from `source` and `samples`."""
+def page_routes(source: SummarySource, samples: SampleCache, reads: ReadPool) -> list[Route]:
+    """The routes of the runs page, reading from `source` and `samples` (through `reads`)."""
     files = _static_files()
 
     def runs_shell(request: Request) -> Response:
@@ -57,15 +60,20 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
     def run_shell(request: Request) -> Response:
         run_key = _run_of(request, b"/page/run/")
         part = "/parts/run/" + _html.run_path(run_key)
-        title = f"{run_key.run_id} · {run_key.benchmark_id} · {run_key.model}"
-        return HTMLResponse(_html.shell(title, part, every_ms=_RUN_EVERY_MS))
+        parts = (run_key.run_id, run_key.benchmark_id, run_key.model)
+        heading = _html.names(*parts)
+        return HTMLResponse(
+            _html.shell(" · ".join(parts), part, every_ms=_RUN_EVERY_MS, heading=heading)
+        )
 
     def compare_shell(request: Request) -> Response:
         query = request.scope["query_string"]
         a, b = compare_keys(query)
         part = "/parts/compare?" + query.decode("latin-1")
         title = f"{a.benchmark_id}: {a.run_id} against {b.run_id}"
-        return HTMLResponse(_html.shell(title, part, every_ms=_RUN_EVERY_MS))
+        benchmark, run_a, run_b = map(_html.names, (a.benchmark_id, a.run_id, b.run_id))
+        heading = f"{benchmark}: {run_a} against {run_b}"
+        return HTMLResponse(_html.shell(title, part, every_ms=_RUN_EVERY_MS, heading=heading))
 
     def static(request: Request) -> Response:
         name = request.path_params["name"]
@@ -73,7 +81,7 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
             return Response(status_code=404)
         return Response(files[name], media_type=_STATIC[name])
 
-    def runs_part(request: Request) -> Response:
+    def runs_part(request: Request, stop: threading.Event) -> Response:
         benchmark = request.query_params.get("benchmark") or None
         model = request.query_params.get("model") or None
         found = source.page()
@@ -89,7 +97,7 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
         query = request.scope["query_string"].decode("latin-1")
         body = _html.runs_part(
             chosen,
-            _views(samples, chosen),
+            _views(samples, chosen, stop),
             benchmarks=sorted({s.benchmark_id for s in everything}),
             models=sorted({s.model for s in everything}),
             query=query,
@@ -97,20 +105,21 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
         )
         return HTMLResponse(body, headers=_NO_STORE)
 
-    def run_part(request: Request) -> Response:
+    def run_part(request: Request, stop: threading.Event) -> Response:
         run_key = _run_of(request, b"/parts/run/")
         summary = served_summary(source, run_key)
-        view = read_samples(samples, summary)
+        view = read_samples(samples, summary, stop)
         others = [
             RunKey(s.run_id, s.benchmark_id, s.model)
-            for s in source.page(benchmark=run_key.benchmark_id).summaries
+            for s in source.page(where=RunFilter(benchmark=run_key.benchmark_id)).summaries
         ]
         others = [key for key in others if key != run_key]
         return HTMLResponse(_html.run_part(summary, view, others), headers=_NO_STORE)
 
-    def compare_part(request: Request) -> Response:
+    def compare_part(request: Request, stop: threading.Event) -> Response:
         query = request.scope["query_string"]
-        views = [read_samples(samples, served_summary(source, k)) for k in compare_keys(query)]
+        keys = compare_keys(query)
+        views = [read_samples(samples, served_summary(source, k), stop) for k in keys]
         comparison = Comparison.of(*views)
         body = _html.compare_part(comparison, query.decode("latin-1"))
         return HTMLResponse(body, headers=_NO_STORE)
@@ -120,9 +129,9 @@ def page_routes(source: SummarySource, samples: SampleCache) -> list[Route]:
         Route("/page/run/{rest:path}", run_shell, methods=["GET"]),
         Route("/page/compare", compare_shell, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
-        Route("/parts/runs", runs_part, methods=["GET"]),
-        Route("/parts/run/{rest:path}", run_part, methods=["GET"]),
-        Route("/parts/compare", compare_part, methods=["GET"]),
+        Route("/parts/runs", reads.route(runs_part), methods=["GET"]),
+        Route("/parts/run/{rest:path}", reads.route(run_part), methods=["GET"]),
+        Route("/parts/compare", reads.route(compare_part), methods=["GET"]),
     ]
 
 
@@ -142,16 +151,18 @@ def _newest_first(summary: RunSummary) -> tuple[float, str, str, str]:
     return (-computed, summary.run_id, summary.benchmark_id, summary.model)
 
 
-def _views(samples: SampleCache, summaries: list[RunSummary]) -> dict[RunKey, RunSamples]:
+def _views(
+    samples: SampleCache, summaries: list[RunSummary], stop: threading.Event
+) -> dict[RunKey, RunSamples]:
     """The runs' views: those kept, and as many more as a second of reads allows (the rest
     show their interval on a later poll)."""
     deadline = time.monotonic() + _READ_BUDGET_S
     views: dict[RunKey, RunSamples] = {}
     for summary in summaries:
         view = samples.cached(summary)
-        if view is None and time.monotonic() < deadline:
+        if view is None and time.monotonic() < deadline and not stop.is_set():
             try:
-                view = samples.view(summary)
+                view = samples.view(summary, stop)
             except ConsumerError:
                 view = None
         if view is not None:

@@ -58,19 +58,20 @@ def run_route(raw_path: bytes, prefix: bytes = RUNS_PREFIX) -> tuple[RunKey, str
         raise BadRequestError(f"the path must start with {prefix.decode()} (unencoded)")
     segments = path[len(prefix) :].split(b"/")
     if len(segments) == len(_NAMES) + 1 and segments[-1] == _SAMPLES:
-        return run_key_of(segments[:-1]), "samples"
-    return run_key_of(segments), None
+        return run_key_of(segments[:-1], prefix), "samples"
+    return run_key_of(segments, prefix), None
 
 
-def run_key_of(segments: list[bytes]) -> RunKey:
-    """The run key of three percent-encoded segments (BadRequestError otherwise)."""
+def run_key_of(segments: list[bytes], prefix: bytes = RUNS_PREFIX) -> RunKey:
+    """The run key of three percent-encoded segments (BadRequestError otherwise, naming the
+    route that was asked, `{prefix}...`)."""
     if len(segments) != len(_NAMES):
-        raise _bad_path(f"found {len(segments)} segments, expected 3")
-    parts = [_part(name, segment) for name, segment in zip(_NAMES, segments, strict=True)]
+        raise _bad_path(f"found {len(segments)} segments, expected 3", prefix)
+    parts = [_part(name, segment, prefix) for name, segment in zip(_NAMES, segments, strict=True)]
     try:
         return RunKey(*parts)
     except InvalidRunKeyError as exc:
-        raise _bad_path(str(exc)) from exc
+        raise _bad_path(str(exc), prefix) from exc
 
 
 def compare_keys(query: bytes) -> tuple[RunKey, RunKey]:
@@ -103,23 +104,23 @@ def describe(run_key: RunKey) -> str:
     return f"{run_key.run_id}/{run_key.benchmark_id}/{run_key.model}"
 
 
-def _part(name: str, segment: bytes) -> str:
+def _part(name: str, segment: bytes, prefix: bytes) -> str:
     """One decoded path segment: bounded, well-escaped, UTF-8."""
     if len(segment) > _MAX_SEGMENT_BYTES:
-        raise _bad_path(f"{name} is longer than {MAX_PART} characters")
+        raise _bad_path(f"{name} is longer than {MAX_PART} characters", prefix)
     if not _SEGMENT.fullmatch(segment):
-        raise _bad_path(f"{name} {segment[:40]!r} is empty or has a bad percent-escape")
+        raise _bad_path(f"{name} {segment[:40]!r} is empty or has a bad percent-escape", prefix)
     try:
         value = unquote_to_bytes(segment).decode("utf-8")
     except UnicodeDecodeError:
-        raise _bad_path(f"{name} {segment[:40]!r} is not percent-encoded UTF-8") from None
+        raise _bad_path(f"{name} {segment[:40]!r} is not percent-encoded UTF-8", prefix) from None
     if len(value) > MAX_PART:
-        raise _bad_path(f"{name} is longer than {MAX_PART} characters")
+        raise _bad_path(f"{name} is longer than {MAX_PART} characters", prefix)
     return value
 
 
-def _bad_path(reason: str) -> BadRequestError:
+def _bad_path(reason: str, prefix: bytes = RUNS_PREFIX) -> BadRequestError:
     return BadRequestError(
-        "expected /runs/{run_id}/{benchmark}/{model}, each segment percent-encoded "
-        f"(e.g. openai%2Fgpt-4o): {reason}"
+        f"expected {prefix.decode()}{{run_id}}/{{benchmark}}/{{model}}, each segment "
+        f"percent-encoded (e.g. openai%2Fgpt-4o): {reason}"
     )

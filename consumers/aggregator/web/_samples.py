@@ -266,7 +266,7 @@ class _Entry:
 class SampleCache:
     """Each run's view, kept until its summary changes and read again at most every 0.5 s."""
 
-    def __init__(self, read: Callable[[RunKey], RunRecords]) -> None:
+    def __init__(self, read: Callable[[RunKey, threading.Event | None], RunRecords]) -> None:
         self._read = read
         self._entries: OrderedDict[RunKey, _Entry] = OrderedDict()
         self._lock = threading.Lock()
@@ -278,8 +278,9 @@ class SampleCache:
             entry = self._entries.get(_run_key(summary))
         return entry.view if entry is not None and entry.fingerprint == _print(summary) else None
 
-    def view(self, summary: RunSummary) -> RunSamples:
-        """The run's view for `summary`: kept, or read now (one read per run at a time)."""
+    def view(self, summary: RunSummary, stop: threading.Event | None = None) -> RunSamples:
+        """The run's view for `summary`: kept, or read now (one read per run at a time;
+        given up once `stop` is set)."""
         run_key = _run_key(summary)
         with self._lock:
             reading = self._reading.setdefault(run_key, threading.Lock())
@@ -291,7 +292,7 @@ class SampleCache:
                 entry.fingerprint == fingerprint or now - entry.read_at < _MIN_REREAD_S
             ):
                 return entry.view
-            view = RunSamples.of(run_key, self._read(run_key))
+            view = RunSamples.of(run_key, self._read(run_key, stop))
             with self._lock:
                 self._entries[run_key] = _Entry(fingerprint, now, view)
                 self._entries.move_to_end(run_key)

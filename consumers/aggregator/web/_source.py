@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Protocol
 
 from starlette.responses import JSONResponse, Response
 
 from resultlog.consumers.aggregator._health import Health
-from resultlog.consumers.aggregator._state import Lookup, RunsPage
+from resultlog.consumers.aggregator._state import EVERY_RUN, Lookup, RunFilter, RunsPage
 from resultlog.consumers.aggregator.web._paths import describe
 from resultlog.consumers.aggregator.web._samples import RunSamples, SampleCache
 from resultlog.consumers.errors import ConsumerError
@@ -36,9 +37,7 @@ class SummarySource(Protocol):
     def page(
         self,
         *,
-        run_id: str | None = None,
-        benchmark: str | None = None,
-        model: str | None = None,
+        where: RunFilter = EVERY_RUN,
         after: RunKey | None = None,
         limit: int | None = None,
     ) -> RunsPage:
@@ -53,8 +52,8 @@ class SummarySource(Protocol):
         """Prometheus text exposition and its content type."""
         ...
 
-    def run_records(self, run_key: RunKey) -> RunRecords:
-        """The run key's latest records, read from the log now."""
+    def run_records(self, run_key: RunKey, stop: threading.Event | None = None) -> RunRecords:
+        """The run key's latest records, read from the log now (until `stop` is set)."""
         ...
 
 
@@ -99,9 +98,11 @@ def served(source: SummarySource, run_key: RunKey) -> Lookup:
     raise NotServedError(error(404, "not_found", f"no run {describe(run_key)}{where}"))
 
 
-def read_samples(samples: SampleCache, summary: RunSummary) -> RunSamples:
+def read_samples(
+    samples: SampleCache, summary: RunSummary, stop: threading.Event | None = None
+) -> RunSamples:
     """The run's per-sample view; NotServedError (503) when the log cannot be read."""
     try:
-        return samples.view(summary)
+        return samples.view(summary, stop)
     except ConsumerError as exc:
         raise NotServedError(error(503, "unavailable", str(exc), {"Retry-After": "1"})) from exc

@@ -62,6 +62,7 @@ def fresh_settings(bootstrap: str, **fields: object) -> Settings:
         summaries_topic=f"{name}.run-summaries",
         dlq_topic=f"{name}.sample-results.dlq",
         aggregator_group=f"{name}.aggregator",
+        leases_topic=f"{name}.leases",  # the plugin leases what each task writes
         partitions=3,
         **fields,  # type: ignore[arg-type]
     )
@@ -72,7 +73,7 @@ def fresh_settings(bootstrap: str, **fields: object) -> Settings:
 def inspect_env(env: dict[str, str], server: ModelServer) -> dict[str, str]:
     """A child environment whose `openai-api/offline/...` models are the offline server.
 
-    INSPECT_REQUIRED_HOOKS makes Inspect stop if the plugin is not installed, as the README
+    INSPECT_REQUIRED_HOOKS makes Inspect stop if the plugin is not installed, as docs/inspect.md
     tells users to set it.
     """
     return {

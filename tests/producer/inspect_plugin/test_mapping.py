@@ -1,4 +1,4 @@
-"""An Inspect sample as a SampleResult: identity, score, usage, errors (DESIGN's mapping)."""
+"""An Inspect sample as a SampleResult: identity, score, usage, errors (docs/inspect.md)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 import zstandard
 from inspect_ai.log import EvalLog, EvalSample
@@ -48,9 +50,20 @@ def test_an_oversized_sample_drops_its_events_then_keeps_only_what_metrics_read(
     assert full.full_json_bytes == no_events.full_json_bytes == minimal.full_json_bytes
 
 
-def test_a_sample_too_large_even_minimal_is_refused(mock_log: EvalLog, sample: EvalSample) -> None:
-    with pytest.raises(InspectPluginError, match="too large for the results log"):
+def test_a_sample_too_large_even_bare_is_refused(mock_log: EvalLog, sample: EvalSample) -> None:
+    epoch = sample.epoch - 1  # as records count epochs: the one message names one epoch
+    with pytest.raises(InspectPluginError, match=f"epoch {epoch} is too large for the results"):
         encode(task_header(mock_log.eval, mock_log.plan), sample, limit=100)
+
+
+def test_an_input_larger_than_the_bound_keeps_the_scores_in_a_bare_payload(
+    mock_log: EvalLog, sample: EvalSample
+) -> None:
+    huge = sample.model_copy(update={"input": secrets.token_hex(600_000)})  # 1.2 MB, random
+    payload = encode(task_header(mock_log.eval, mock_log.plan), huge)
+    assert payload.form == "bare" and payload.full_json_bytes > 1_200_000
+    kept = decode(payload.data).sample
+    assert (kept.id, kept.epoch, kept.scores) == (sample.id, sample.epoch, sample.scores)
 
 
 @pytest.mark.parametrize(

@@ -54,7 +54,8 @@
         shown = text;
         afterSwap();
       }
-      say("updated " + new Date().toLocaleTimeString(), false);
+      // UTC, as every time the page shows: one time zone, said.
+      say("updated " + new Date().toISOString().slice(11, 19) + " UTC", false);
     } catch (error) {
       say("cannot reach the aggregator; retrying", true);
     }
@@ -115,7 +116,12 @@
     const given = new URLSearchParams(location.search);
     for (const select of filters.querySelectorAll("select")) {
       const value = given.get(select.name);
-      if (value) fillSelect(select, [value]);
+      if (value) {
+        // Offered until the first part lists the choices, and chosen: the first fetch asks
+        // for it, so a bookmark or a reload shows what it names.
+        fillSelect(select, [value]);
+        select.value = value;
+      }
     }
     filters.addEventListener("change", function () {
       const query = filterQuery();

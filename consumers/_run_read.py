@@ -1,0 +1,175 @@
+"""Read one run key's messages: through the run index when it can be used, else its partition.
+
+The index (see `_index_codec`) says which offset intervals of the partition hold the run's
+records and below which offset every record is indexed. A reader then reads the run's
+intervals and the tail from "indexed through" to the high watermark. It is never needed
+for correctness: without a usable entry (no index topic, no entry, no "indexed through", a
+corrupt or foreign record) the whole partition is read, as before, and the reader says so
+once at INFO. Callers filter messages by key either way: intervals may be coarse.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from resultlog.consumers._index_codec import MARKER_KEY, IndexRecord, IndexRecordError, decode
+from resultlog.consumers._scan import scan, scan_ranges
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, partition_for, run_key_prefix
+
+__all__ = ["ONE_RUN_READER", "RunRead", "index_partition", "index_ranges", "read_run"]
+
+log = logging.getLogger(__name__)
+
+# Small fetches: a run's records are few, and a reader of one run must not pull megabytes
+# past them (nor queue 64 MB ahead, librdkafka's default).
+ONE_RUN_READER = {
+    "max.partition.fetch.bytes": 1024 * 1024,
+    "fetch.max.bytes": 4 * 1024 * 1024,
+    "queued.max.messages.kbytes": 4096,
+}
+READ_GAP = 2000  # offsets between two ranges read in one go rather than seeking past
+
+
+@dataclass(frozen=True)
+class RunRead:
+    """One run key's partition, the high watermark read up to, and its messages below it
+    (the run's, and maybe others': filter by key)."""
+
+    partition: int
+    end: int
+    messages: Iterator[Message]
+    guided: bool  # read through the index (False: the whole partition)
+
+
+@contextmanager
+def read_run(kafka: KafkaConnection, run_key: RunKey, timeout_s: float) -> Iterator[RunRead]:
+    """Open a reader of the run key's messages (KafkaException and ConsumerError pass)."""
+    consumer = kafka.reader(ONE_RUN_READER)
+    try:
+        topic = kafka.results_topic
+        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
+        partition = partition_for(run_key, count)
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=timeout_s, cached=False
+        )
+        if high <= low:
+            yield RunRead(partition, high, iter(()), guided=True)
+            return
+        ranges = index_ranges(
+            kafka, consumer, run_key, partition, bounds=(low, high), timeout_s=timeout_s
+        )
+        if isinstance(ranges, str):
+            log.info("reading all of %s[%d] for %s: %s", topic, partition, run_key, ranges)
+            _, messages = scan(consumer, topic, [partition], timeout_s)
+            yield RunRead(partition, high, messages, guided=False)
+        else:
+            yield RunRead(
+                partition, high, scan_ranges(consumer, topic, partition, ranges, timeout_s), True
+            )
+    finally:
+        consumer.close()
+
+
+def index_ranges(
+    kafka: KafkaConnection,
+    consumer: Consumer,
+    run_key: RunKey,
+    partition: int,
+    *,
+    bounds: tuple[int, int],
+    timeout_s: float,
+) -> list[tuple[int, int]] | str:
+    """The offset ranges of the partition to read for the run key, or why the index cannot
+    say (then read everything). `bounds`: the partition's low and high watermarks."""
+    found = _index_entry(kafka, consumer, run_key_prefix(run_key), partition, timeout_s)
+    if isinstance(found, str):
+        return found
+    entry, through = found
+    low, high = bounds
+    if through > high:
+        return f"the index says indexed through {through}, past the end ({high})"
+    ranges = [(max(s, low), min(e, through)) for s, e in entry if min(e, through) > max(s, low)]
+    ranges.append((max(through, low), high))
+    return _merged([r for r in ranges if r[1] > r[0]])
+
+
+def _index_entry(
+    kafka: KafkaConnection, consumer: Consumer, prefix: bytes, partition: int, timeout_s: float
+) -> tuple[list[tuple[int, int]], int] | str:
+    """The run's intervals and the partition's "indexed through", or why there are none."""
+    found = index_partition(kafka, consumer, partition, timeout_s)
+    if isinstance(found, str):
+        return found
+    entries, through = found
+    entry = entries.get(prefix)
+    if entry is None:
+        return "no run index entry"
+    record = _ours(kafka, entry, partition, "run index entry")
+    if isinstance(record, str):
+        return record
+    if record.intervals is None:
+        return "a run index entry of the wrong kind"
+    return record.intervals.pairs(), through
+
+
+def _ours(kafka: KafkaConnection, value: bytes, partition: int, what: str) -> IndexRecord | str:
+    """An index record about this results partition, or why it is not one."""
+    try:
+        record = decode(value)
+    except IndexRecordError as exc:
+        return f"unusable {what}: {exc}"
+    if (record.results_topic, record.partition) != (kafka.results_topic, partition):
+        return f"a {what} of {record.results_topic}[{record.partition}]"
+    return record
+
+
+def index_partition(
+    kafka: KafkaConnection, consumer: Consumer, partition: int, timeout_s: float
+) -> tuple[dict[bytes, bytes], int] | str:
+    """The raw entries of one index partition by run prefix, and its "indexed through"; or
+    why the index cannot say."""
+    topic = kafka.index_topic
+    entries: dict[bytes, bytes] = {}
+    marker: bytes | None = None
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if metadata is None or metadata.error is not None or not metadata.partitions:
+            return f"no run index topic {topic}"
+        if partition >= len(metadata.partitions):
+            return f"the run index {topic} has {len(metadata.partitions)} partitions"
+        _, messages = scan(consumer, topic, [partition], timeout_s)
+        for message in messages:
+            key, value = message.key(), message.value()
+            if key == MARKER_KEY:
+                marker = value
+            elif key is not None and value is None:
+                entries.pop(key, None)
+            elif key is not None and value is not None:
+                entries[key] = value
+    except KafkaException as exc:
+        return f"cannot read the run index: {exc.args[0]}"
+    if marker is None:
+        return "no indexed-through offset in the run index"
+    record = _ours(kafka, marker, partition, "indexed-through record")
+    if isinstance(record, str):
+        return record
+    if record.through is None:
+        return "an indexed-through record of the wrong kind"
+    return entries, record.through
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted ranges with gaps under READ_GAP read through."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start - merged[-1][1] < READ_GAP:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged

@@ -1,0 +1,177 @@
+"""MkDocs hooks: the command-line and settings reference pages, generated at every build.
+
+A page holds a marker line, `<!-- generated: cli -->` or `<!-- generated: settings -->`, and
+the build replaces it with Markdown made from `resultlog.cli.build_parser()` or from the
+fields of `resultlog.settings.Settings`, so the reference cannot drift from the code. A
+marker the build does not know fails it. mkdocs.yml names this file under `hooks`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Iterator
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic import SecretStr
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+__all__ = ["cli_reference", "on_page_markdown", "render_markers", "settings_reference"]
+
+_UNIONS = (Union, UnionType)
+_MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+
+
+def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
+    """Every command and sub-command: what it does, its usage and its arguments."""
+    if parser is None:
+        from resultlog.cli import build_parser
+
+        parser = build_parser()
+    parts = [_command_section(parser, "", parser.description or "")]
+    parts.extend(
+        _command_section(sub, name, summary) for name, sub, summary in _commands(parser, "")
+    )
+    return "\n".join(parts)
+
+
+def _commands(
+    parser: argparse.ArgumentParser, prefix: str
+) -> Iterator[tuple[str, argparse.ArgumentParser, str]]:
+    """(full name, parser, one-line help) of every sub-command, depth first, in --help order."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        summaries = {choice.dest: choice.help or "" for choice in action._choices_actions}
+        for name, sub in action.choices.items():
+            full = f"{prefix} {name}".strip()
+            yield full, sub, summaries.get(name, "")
+            yield from _commands(sub, full)
+
+
+def _command_section(parser: argparse.ArgumentParser, name: str, summary: str) -> str:
+    """One command as Markdown: a heading, its help line, its usage and an argument table."""
+    title = f"resultlog {name}".strip()
+    anchor = name.replace(" ", "-") or "resultlog"
+    usage = " ".join(parser.format_usage().split())
+    lines = [f"## `{title}` {{ #{anchor} }}", ""]
+    if summary:
+        lines += [_sentence(summary), ""]
+    lines += ["```text", usage, "```", ""]
+    rows = [_argument_row(action) for action in parser._actions if _documented(action)]
+    if rows:
+        lines += ["| argument | default | meaning |", "| --- | --- | --- |", *rows, ""]
+    return "\n".join(lines)
+
+
+def _documented(action: argparse.Action) -> bool:
+    return not isinstance(action, argparse._HelpAction | argparse._SubParsersAction) and (
+        action.help != argparse.SUPPRESS
+    )
+
+
+def _argument_row(action: argparse.Action) -> str:
+    """One table row: the argument as typed, its default, its help and its choices."""
+    if action.option_strings:
+        takes_value = action.nargs != 0
+        metavar = action.metavar or action.dest.upper()
+        shown = ", ".join(
+            f"{option} {metavar}" if takes_value else option for option in action.option_strings
+        )
+    else:
+        shown = str(action.metavar or action.dest)
+    meaning = action.help or ""
+    if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
+        meaning += f" (one of {', '.join(f'`{choice}`' for choice in action.choices)})"
+    if action.required and action.option_strings:
+        meaning += " (required)"
+    default = action.default
+    shown_default = (
+        "" if default in (None, False, [], argparse.SUPPRESS) or action.nargs == 0 else default
+    )
+    default_cell = f"`{shown_default}`" if shown_default != "" else ""
+    return f"| `{_cell(shown)}` | {default_cell} | {_cell(_sentence(meaning))} |"
+
+
+def settings_reference(settings_class: Any = None) -> str:
+    """Every setting: its environment variable, type, default and description."""
+    if settings_class is None:
+        from resultlog.settings import Settings
+
+        settings_class = Settings
+    prefix = settings_class.model_config.get("env_prefix", "")
+    lines = ["| environment variable | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for name, field in settings_class.model_fields.items():
+        names = _env_names(prefix, name, field)
+        kind = _type_name(field)
+        lines.append(
+            f"| {' or '.join(f'`{env}`' for env in names)} | {_cell(kind)} "
+            f"| {_default(field)} | {_cell(_sentence(field.description or ''))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _env_names(prefix: str, name: str, field: FieldInfo) -> list[str]:
+    """The environment variables a field reads: its aliases, or PREFIX + NAME."""
+    alias = field.validation_alias
+    choices = getattr(alias, "choices", None)
+    if choices:
+        return [str(choice) for choice in choices]
+    if isinstance(alias, str):
+        return [alias]
+    return [(prefix + name).upper()]
+
+
+_TYPE_WORDS = {"str": "text", "int": "integer", "float": "number", "bool": "true or false"}
+
+
+def _type_name(field: FieldInfo) -> str:
+    """The field's type in words: `integer`, `text, optional`, `one of A, B`, `secret`."""
+    args = get_args(field.annotation) if get_origin(field.annotation) in _UNIONS else ()
+    optional = type(None) in args
+    kinds = [arg for arg in args if arg is not type(None)] or [field.annotation]
+    (kind,) = kinds
+    if get_origin(kind) is Literal:
+        words = "one of " + ", ".join(f"`{value}`" for value in get_args(kind))
+    elif kind is SecretStr:
+        words = "secret text"
+    else:
+        words = _TYPE_WORDS.get(getattr(kind, "__name__", ""), str(kind))
+    return words + (", optional" if optional else "")
+
+
+def _default(field: FieldInfo) -> str:
+    if field.default is PydanticUndefined or field.default is None:
+        return ""
+    return f"`{field.default}`"
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(text.split())
+    return text[:1].upper() + text[1:] if text else text
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+_GENERATORS: dict[str, Callable[[], str]] = {"cli": cli_reference, "settings": settings_reference}
+
+
+def render_markers(markdown: str, where: str) -> str:
+    """Replace every generated-content marker; an unknown one is an error naming the page."""
+
+    def replace(match: re.Match[str]) -> str:
+        generator = _GENERATORS.get(match.group(1))
+        if generator is None:
+            raise ValueError(f"{where}: unknown marker {match.group(0)}")
+        return generator()
+
+    return _MARKER.sub(replace, markdown)
+
+
+def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
+    """MkDocs hook: fill the page's generated sections."""
+    return render_markers(markdown, page.file.src_uri)

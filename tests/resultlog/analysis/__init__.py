@@ -1,0 +1,1 @@
+"""Tests of resultlog.analysis and `resultlog export`."""
