@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every benchmark on one launcher broker, each printing our figures next to a baseline of the
-# same run and the goal; then one table of every figure. `--quick`: 100k records only,
-# shorter windows. A benchmark module not present on this branch is named and skipped.
+# same run and the goal; then one table of every figure, also written to the documentation's
+# performance page (docs/_generated/bench.md). `--quick`: 100k records only, shorter windows.
+# A benchmark module not present on this branch is named and skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=false
@@ -20,22 +21,23 @@ if $quick; then
   ingest_args=(--records 100000)
   write_args=(--rounds 2)
   rebuild_args=(--records 100000) peer_args=(--records 100000) memory_args=() fold_args=()
-  state_args=(--records 100000,300000)
+  history_args=(--others 0,100000,300000)
   modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory write_path
-    aggregator_state)
+    history)
 else
-  echo "make bench: about 20 minutes on an idle 2-core machine (100k and 1M records; scale-out)"
+  echo "make bench: about 40 minutes on an idle 2-core machine (100k, 1M and 3M records; scale-out)"
   replay_args=(--records 100000,1000000 --topic "$shared_topic" --profile)
   resume_args=(--others 1000000 --others-topic "$shared_topic")
   latency_args=(--rates 1000,10000 --seconds 15)
   ingest_args=(--records 200000)
   write_args=(--rounds 3 --profile)
   rebuild_args=(--records 100000,1000000) peer_args=(--records 100000) memory_args=() fold_args=()
-  state_args=(--records 1000000,3000000)
+  history_args=(--others 0,1000000,3000000)
   modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory peer_quix
-    write_path scale aggregator_state)
+    write_path scale history)
 fi
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
+load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "machine: $(nproc) cores, load average $load_at_start (1, 5, 15 min)"
 
 missing=()
 for module in "${modules[@]}"; do
@@ -64,7 +66,7 @@ for module in "${modules[@]}"; do
     peer_quix) args=("${peer_args[@]}") ;;
     fold_memory) args=("${memory_args[@]}") ;;
     fold_decode) args=("${fold_args[@]}") ;;
-    aggregator_state) args=("${state_args[@]}") ;;
+    history) args=("${history_args[@]}") ;;
     *) args=() ;;
   esac
   printf '\n== benchmarks/%s.py %s (at %ds)\n' "$module" "${args[*]}" $((SECONDS - started))
@@ -78,5 +80,13 @@ done
 
 printf '\nAll figures (%ds; load average now %s; on a shared machine they are upper bounds)\n\n' \
   $((SECONDS - started)) "$(cut -d' ' -f1-3 /proc/loadavg)"
-.venv/bin/python -m benchmarks._results "$results"
+mode="make bench"
+$quick && mode="make bench-quick (100k records, short windows)"
+context="Written by $mode on $(date -u '+%Y-%m-%d %H:%M UTC') at commit \
+$(git rev-parse --short HEAD 2>/dev/null || echo unknown): $(nproc) cores, load average \
+$load_at_start at the start and $(cut -d' ' -f1-3 /proc/loadavg) at the end (1, 5, 15 min), \
+$((SECONDS - started)) s. On a shared machine times are upper bounds and rates lower bounds; \
+ratios compare figures of the same run."
+.venv/bin/python -m benchmarks._results "$results" --markdown docs/_generated/bench.md \
+  --context "$context"
 exit $((failed > 0))
