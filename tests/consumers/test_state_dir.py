@@ -3,12 +3,17 @@ tail; while a partition restores, the summaries topic's summaries are served mar
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from resultlog.consumers import RunFold
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.aggregator._state import AggregatorState
+from resultlog.consumers.aggregator._stores import Stores
 from resultlog.consumers.aggregator.web._html import runs_part
 from resultlog.consumers.aggregator.web._source import summary_json
 from resultlog.schemas import RecordId, RunKey, SampleResult, partition_for
@@ -34,6 +39,38 @@ def test_a_restart_with_its_state_dir_reads_only_the_tail(settings: Settings) ->
         assert metric(aggregator, "records_consumed_total") == len(tail)
         assert metric(aggregator, "states_restored_total") == settings.partitions
         assert metric(aggregator, "checkpoints_restored_total") == 0
+
+
+def test_a_new_machine_serves_stale_summaries_while_it_restores_checkpoints(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_many(settings, _records(range(0, 20)))
+    with started(settings, _state_dir(settings)) as aggregator:
+        _wait_equal(aggregator, settings)  # its clean stop checkpoints and publishes
+    release = threading.Event()
+    fill = Stores.fill
+
+    def held_fill(*args: Any) -> Any:
+        # The restore waits until the test saw what is served meanwhile.
+        assert release.wait(60), "the test never released the restore"
+        return fill(*args)
+
+    monkeypatch.setattr(Stores, "fill", staticmethod(held_fill))
+    new_machine = _state_dir(settings).with_name("new-machine")
+    with started(settings, new_machine) as aggregator:
+        try:
+            wait_for(lambda: all(aggregator.lookup(k).stale for k in RUNS), "stale summaries")
+            for run_key in RUNS:
+                found = aggregator.lookup(run_key)
+                assert found.summary is not None and found.rebuilding
+                assert found.summary.records == expected(settings, run_key)["records"]
+            assert not aggregator.health().ready
+        finally:
+            release.set()
+        _wait_equal(aggregator, settings)
+        assert not any(aggregator.lookup(k).stale for k in RUNS)
+        assert metric(aggregator, "checkpoints_restored_total") >= 1
+        assert metric(aggregator, "records_consumed_total") == 0
 
 
 def test_a_rebuilding_partition_serves_the_topics_summary_marked_stale() -> None:
