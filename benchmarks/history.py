@@ -64,8 +64,8 @@ RATIO_GOAL = Goal("<=", 1.3, on="ratio")
 GOAL_BYTES_PER_RECORD = 25.0
 GOAL_RESTART_S = 10.0
 _REPEATS = 7
-_IDLE_CPU = 0.05  # the aggregator's share of a core below which it counts as idle
-_IDLE_WAIT_S = 120.0
+_IDLE_CPU = 0.15  # the aggregator's share of a core below which it counts as idle
+_IDLE_WAIT_S = 600.0
 _TIMEOUT_S = 3600.0
 READS: dict[str, Callable[[KafkaConnection], object]] = {
     "status": lambda kafka: run_status(kafka, MINE, EPOCHS),
@@ -105,8 +105,12 @@ def measure(bootstrap: str, others: list[int]) -> History:
         try:
             for count in others:
                 _fill(config, settings, count)
+                written = time.monotonic()
                 _until(lambda: _listed(url, _runs(count)) == "served", "every run served")  # noqa: B023
-                _wait_idle(child.pid)  # its checkpoint and index written: no load on ours
+                # Its checkpoints (due checkpoint_interval_s after the last input) and run
+                # index written, so nothing of the aggregator's runs alongside our reads.
+                time.sleep(max(0.0, written + settings.checkpoint_interval_s - time.monotonic()))
+                _wait_idle(child.pid)
                 found.rss.append(_rss(child.pid))
                 for name, read in READS.items():
                     found.times[name].append(_timed_read(lambda: read(kafka)))  # noqa: B023
@@ -206,13 +210,14 @@ def _until(condition: Callable[[], bool], what: str) -> None:
 
 
 def _wait_idle(pid: int) -> None:
-    """Wait (at most _IDLE_WAIT_S) until the process uses under _IDLE_CPU of a core."""
+    """Wait (at most _IDLE_WAIT_S) until the process used under _IDLE_CPU of a core for
+    three seconds in a row."""
     deadline = time.monotonic() + _IDLE_WAIT_S
-    while time.monotonic() < deadline:
+    idle = 0
+    while time.monotonic() < deadline and idle < 3:
         before = _cpu_s(pid)
         time.sleep(1.0)
-        if _cpu_s(pid) - before < _IDLE_CPU:
-            return
+        idle = idle + 1 if _cpu_s(pid) - before < _IDLE_CPU else 0
 
 
 def _cpu_s(pid: int) -> float:
