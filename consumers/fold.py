@@ -18,7 +18,7 @@ record, in shape or not: money spent stays spent. A per-sample score (a metric n
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import lcm
@@ -29,7 +29,17 @@ from resultlog.consumers._contribution import scaled as _scaled
 from resultlog.consumers._scored import SCORER_PREFIX, STDERR_SUFFIX, ScorerTotals
 from resultlog.schemas import AsOf, FoldView, RunKey, RunSummary, SampleResult, SummaryUsage
 
-__all__ = ["Contribution", "RunFold", "Shape", "Tokens", "fold"]
+__all__ = [
+    "Contribution",
+    "FoldState",
+    "Latest",
+    "RunFold",
+    "Sample",
+    "Samples",
+    "Shape",
+    "Tokens",
+    "fold",
+]
 
 _ONE = ONE  # 1.0 as an exact scaled integer
 
@@ -48,6 +58,30 @@ class _Sample(NamedTuple):
 
 _NO_SAMPLE = _Sample()
 _samples: Pool[_Sample] = Pool()
+Sample = _Sample
+# Where a fold keeps its per-key and per-sample state: dicts by default; the aggregator passes
+# disk-backed mappings (its state store), so memory holds only the totals below.
+Latest = MutableMapping[tuple[int, int], Contribution]
+Samples = MutableMapping[str, _Sample]
+# A fold's totals as plain values (what a state store saves to resume it without a refold):
+# spent, newest, records, degraded, not_skipped, tokens, cost, generation_time_ms,
+# metric_sums, metric_counts, answered, skipped, correct, points_by_kept.
+FoldState = tuple[
+    int,
+    Contribution | None,
+    int,
+    int,
+    int,
+    tuple[int, int, int, int],
+    int,
+    int,
+    dict[str, int],
+    dict[str, int],
+    int,
+    int,
+    int,
+    dict[int, int],
+]
 
 
 @dataclass(slots=True)
@@ -63,7 +97,7 @@ class _Totals:
     metric_sums: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     metric_counts: Counter[str] = field(default_factory=Counter)
     scorers: dict[str, ScorerTotals] = field(default_factory=dict)
-    samples: dict[str, _Sample] = field(default_factory=dict)
+    samples: Samples = field(default_factory=dict)
     answered: int = 0
     skipped: int = 0
     correct: int = 0
@@ -153,11 +187,19 @@ class _Totals:
 class RunFold:
     """The latest contribution per (sample_index, epoch) of one run key, and their totals."""
 
-    def __init__(self, run_key: RunKey) -> None:
+    def __init__(
+        self,
+        run_key: RunKey,
+        latest: Latest | None = None,
+        samples: Callable[[], Samples] | None = None,
+    ) -> None:
+        """An empty fold; `latest` and `samples` (a factory of an empty mapping) say where its
+        per-key and per-sample state lives (dicts by default)."""
         self.run_key = run_key
-        self._latest: dict[tuple[int, int], Contribution] = {}
+        self._latest: Latest = {} if latest is None else latest
+        self._new_samples: Callable[[], Samples] = dict if samples is None else samples
         self._newest: Contribution | None = None
-        self._totals = _Totals()
+        self._totals = _Totals(samples=self._new_samples())
         self._spent = 0
 
     def __len__(self) -> int:
@@ -190,7 +232,8 @@ class RunFold:
         if old is None:
             return
         self._take(old)
-        if old is self._newest:
+        # By key, not identity: a disk-backed mapping may hand back an equal copy.
+        if self._newest is not None and old.key == self._newest.key:
             self._set_newest(self._newest_of_all())
 
     def summary(self, as_of: AsOf | None = None) -> RunSummary:
@@ -236,7 +279,7 @@ class RunFold:
         # new.newness() > newest.newness(), without building the two tuples
         if newest is None or (new.created_at_ms, key) > (newest.created_at_ms, newest.key):
             newest = new
-        elif old is newest:  # the newest record was replaced by an older one
+        elif old is not None and old.key == newest.key:  # the newest was replaced by an older one
             newest = self._newest_of_all() or new
         if not self._set_newest(newest) and newest.shape.holds(*key):
             self._totals.add(new, 1)
@@ -258,7 +301,7 @@ class RunFold:
         if shape == before:
             return False
         # A new shape moves records in or out of the run: rare, so a full refold is fine.
-        self._totals = _Totals()
+        self._totals = _Totals(samples=self._new_samples())
         if shape is not None:
             for item in self._latest.values():
                 if shape.holds(item.sample_index, item.epoch):
@@ -271,6 +314,60 @@ class RunFold:
     def contributions(self) -> list[Contribution]:
         """The latest contribution of every key: all a checkpoint needs to `restore` the fold."""
         return list(self._latest.values())
+
+    def state(self) -> FoldState:
+        """The totals as plain values (the per-key and per-sample state excluded)."""
+        t = self._totals
+        tokens = t.tokens
+        return (
+            self._spent,
+            self._newest,
+            t.records,
+            t.degraded,
+            t.not_skipped,
+            (tokens[0], tokens[1], tokens[2], tokens[3]),
+            t.cost,
+            t.generation_time_ms,
+            dict(t.metric_sums),
+            dict(t.metric_counts),
+            t.answered,
+            t.skipped,
+            t.correct,
+            dict(t.points_by_kept),
+        )
+
+    @classmethod
+    def resume(
+        cls,
+        run_key: RunKey,
+        state: FoldState,
+        latest: Latest,
+        samples: Callable[[], Samples],
+        held_samples: Samples,
+    ) -> RunFold:
+        """The fold whose totals are `state` over the per-key state `latest` already holds
+        and the per-sample state `held_samples` holds (no refold)."""
+        resumed = cls.__new__(cls)  # not __init__: its empty per-sample mapping would clear
+        resumed.run_key, resumed._latest, resumed._new_samples = run_key, latest, samples
+        (spent, newest, records, degraded, not_skipped, tokens, cost, time_ms,
+         sums, counts, answered, skipped, correct, by_kept) = state  # fmt: skip
+        resumed._spent, resumed._newest = spent, newest
+        resumed._totals = _Totals(
+            records=records,
+            degraded=degraded,
+            not_skipped=not_skipped,
+            tokens=list(tokens),
+            cost=cost,
+            generation_time_ms=time_ms,
+            metric_sums=defaultdict(int, sums),
+            metric_counts=Counter(counts),
+            samples=held_samples,
+            answered=answered,
+            skipped=skipped,
+            correct=correct,
+            points_by_kept=defaultdict(int, by_kept),
+        )
+        return resumed
 
     @classmethod
     def restore(cls, run_key: RunKey, contributions: Iterable[Contribution]) -> RunFold:

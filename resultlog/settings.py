@@ -6,6 +6,7 @@ import difflib
 import logging
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
@@ -127,6 +128,17 @@ class Settings(BaseSettings):
     """A partition is checkpointed after this many new records."""
     checkpoint_interval_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
     """A partition is also checkpointed this many seconds after new input, and when revoked."""
+    aggregator_state_dir: Path | None = None
+    """The aggregator's state directory: each results partition's per-key fold state on disk
+    (RocksDB), so a restart reads only the tail. Unset: $XDG_STATE_HOME/resultlog, else
+    ~/.local/state/resultlog."""
+    aggregator_cache_keys: int = Field(default=50_000, ge=1, le=100_000_000)
+    """Per-key fold states held in memory across the assigned partitions (the hot ones)."""
+    aggregator_store_memory_mb: int = Field(default=64, ge=8, le=1_048_576)
+    """RocksDB's memory for every state store of the process: one LRU block cache (blocks,
+    indexes, filters) that the memtables are charged to as well."""
+    aggregator_save_interval_s: float = Field(default=2.0, gt=0.0, le=3_600.0)
+    """How often pending fold state is written to the state directory."""
     index_topic: str = "resultlog.run-index"
     """The run index the aggregator keeps (compacted, partitioned like the results): where each
     run's records lie, so a reader of one run reads its records, not its whole partition."""
@@ -272,6 +284,13 @@ class Settings(BaseSettings):
     def topic_names(self) -> tuple[str, str, str]:
         """The results, summaries and dead-letter topic names."""
         return self.results_topic, self.summaries_topic, self.dlq_topic
+
+    def state_dir(self) -> Path:
+        """The aggregator's state directory: the setting, else the user's state directory."""
+        if self.aggregator_state_dir is not None:
+            return self.aggregator_state_dir
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(base) / "resultlog"
 
     def every_topic(self) -> list[str]:
         """Every topic these settings name, in field order."""

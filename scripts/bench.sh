@@ -21,18 +21,20 @@ if $quick; then
   ingest_args=(--records 100000)
   write_args=(--rounds 2)
   rebuild_args=(--records 100000) peer_args=(--records 100000) memory_args=() fold_args=()
+  history_args=(--others 0,100000,300000)
   modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory write_path
-    shared_budget)
+    shared_budget history)
 else
-  echo "make bench: about 20 minutes on an idle 2-core machine (100k and 1M records; scale-out)"
+  echo "make bench: about 40 minutes on an idle 2-core machine (100k, 1M and 3M records; scale-out)"
   replay_args=(--records 100000,1000000 --topic "$shared_topic" --profile)
   resume_args=(--others 1000000 --others-topic "$shared_topic")
   latency_args=(--rates 1000,10000 --seconds 15)
   ingest_args=(--records 200000)
   write_args=(--rounds 3 --profile)
   rebuild_args=(--records 100000,1000000) peer_args=(--records 100000) memory_args=() fold_args=()
+  history_args=(--others 0,1000000,3000000)
   modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory peer_quix
-    write_path shared_budget scale)
+    write_path shared_budget scale history)
 fi
 load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "machine: $(nproc) cores, load average $load_at_start (1, 5, 15 min)"
@@ -64,6 +66,7 @@ for module in "${modules[@]}"; do
     peer_quix) args=("${peer_args[@]}") ;;
     fold_memory) args=("${memory_args[@]}") ;;
     fold_decode) args=("${fold_args[@]}") ;;
+    history) args=("${history_args[@]}") ;;
     *) args=() ;;
   esac
   printf '\n== benchmarks/%s.py %s (at %ds)\n' "$module" "${args[*]}" $((SECONDS - started))

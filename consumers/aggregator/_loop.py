@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -24,7 +25,8 @@ from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
-from resultlog.consumers.aggregator.checkpoint import Checkpoints
+from resultlog.consumers.aggregator._stores import Stores
+from resultlog.consumers.aggregator.checkpoint import Checkpoints, Restored, delete_retention_ms
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.summaries import SummaryPublisher
@@ -41,6 +43,7 @@ _TICK_BUDGET_S = 0.01  # folding for publication per loop iteration, before cons
 _ERROR_LOG_EVERY_S = 30.0
 _LAYOUT_CHECK_S = 5.0  # how often a running aggregator checks its topics against the settings
 _REGISTRY_PAUSE_S = 1.0  # before reading again what the registry kept us from decoding
+_STALE_READ_S = 5.0  # reading the summaries to serve stale, before restoring checkpoints
 _REGISTRY_ERROR = -1  # the key of registry failures among the rate-limited error logs
 
 
@@ -56,6 +59,7 @@ class ConsumerLoop:
         *,
         stopping: threading.Event,
         publish_interval_s: float,
+        state_dir: Path,
     ) -> None:
         """Check the topics, then subscribe `consumer` (closed on failure)."""
         self.topic = kafka.results_topic
@@ -80,6 +84,10 @@ class ConsumerLoop:
             )
             self._watcher = SummaryWatcher(kafka)
             self._checkpoints = Checkpoints.open(kafka, metrics, results, consumer)
+            self._stores = Stores(
+                kafka, metrics, results, root=state_dir, max_age_ms=delete_retention_ms(kafka)
+            )
+            self._save_interval_s = kafka.settings.aggregator_save_interval_s
             self._index = RunIndexWriter(kafka, results)
             shared.state = AggregatorState(num_partitions=results)
             consumer.subscribe(
@@ -105,6 +113,8 @@ class ConsumerLoop:
                 self._handle(self._receive(wait))
                 if self._checkpoints is not None:
                     self._checkpoints.write_due(self._shared)
+                with self._shared.lock:
+                    self._state.save(self._save_interval_s)
                 self._reconcile()
                 self._compute_wanted()
                 self._publisher.poll()
@@ -174,6 +184,9 @@ class ConsumerLoop:
         """Correct what others wrote on the summaries topic (see _reconcile)."""
         self._watcher.poll()
         with self._shared.lock:
+            for number, partition in self._state.partitions.items():
+                if not partition.caught_up:  # served marked stale until caught up
+                    partition.stale = self._watcher.held(number)
             found = self._watcher.corrections(self._state, utc_now())
             for run_key in found.republish:
                 self._state.republish(run_key)
@@ -320,12 +333,15 @@ class ConsumerLoop:
         if self._checkpoints is not None:
             self._checkpoints.close()
         self._index.close()
+        with self._shared.lock:
+            self._state.close()
         self._publisher.flush(10.0)
         self._dlq.flush(10.0)
 
     def _abandon(self) -> None:
         """After a failure: release the clients without publishing anything more."""
         with self._shared.lock:
+            self._state.close()
             self._state.partitions.clear()
         try:
             self._consumer.close()
@@ -340,26 +356,64 @@ class ConsumerLoop:
         if any(p >= self._state.num_partitions for p in fresh):
             self._check_layout(now=True)  # the topic grew: its run keys map elsewhere now
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
-        restored = self._checkpoints.restore(bounds) if self._checkpoints is not None else {}
+        opened = self._stores.open(bounds)
+        unsaved = {p: bounds[p] for p, found in opened.items() if found.next_offset is None}
+        self._serve_stale(unsaved)
+        restored = self._restore_checkpoints(unsaved)
+        # Outside the lock: meanwhile readers get the summaries topic's summaries, stale.
+        filled = {
+            p: Stores.fill(opened[p].store, found.folds, found.next_offset)
+            for p, found in restored.items()
+        }
+        starts: dict[int, int] = {}
         with self._shared.lock:
             self._state.joined = True
             for partition, (low, high) in bounds.items():
-                found = restored.get(partition)
-                if found is None:
-                    self._state.assign(partition, low, high)
+                store = opened[partition].store
+                saved, found = opened[partition].next_offset, restored.get(partition)
+                if saved is not None:
+                    starts[partition] = saved
+                    folds = opened[partition].folds
+                    self._state.restore(partition, high, saved, folds, store)
+                elif found is not None:
+                    starts[partition] = found.next_offset
+                    folds = filled[partition]
+                    self._state.restore(partition, high, found.next_offset, folds, store)
                 else:
-                    self._state.restore(partition, high, found.next_offset, found.folds)
+                    self._state.assign(partition, low, high, store)
         self._metrics.rebuilds.inc(len(fresh))
-        rebuilt = [p for p in fresh if p not in restored]
+        rebuilt = [p for p in fresh if p not in starts]
         if rebuilt:
             log.info("rebuilding partitions %s of %s", rebuilt, self.topic)
         for partition, (low, _) in bounds.items():
-            found = restored.get(partition)
-            self._index.assign(partition, low, low if found is None else found.next_offset)
-        starts = {p: OFFSET_BEGINNING for p in rebuilt}
-        starts.update({p: found.next_offset for p, found in restored.items()})
+            self._index.assign(partition, low, starts.get(partition, low))
+        starts.update({p: OFFSET_BEGINNING for p in rebuilt})
         consumer.incremental_assign([TopicPartition(self.topic, p, o) for p, o in starts.items()])
         self._watcher.assign(fresh)
+
+    def _serve_stale(self, unsaved: dict[int, tuple[int, int | None]]) -> None:
+        """Before restoring partitions without saved state: read their summaries from the
+        summaries topic and serve those, marked stale, until the partitions caught up."""
+        if not unsaved:
+            return
+        self._watcher.assign(list(unsaved))
+        with self._shared.lock:
+            for partition, (low, high) in unsaved.items():
+                self._state.assign(partition, low, high)
+                placeholder = self._state.partitions[partition]
+                placeholder.caught_up = False
+                placeholder.stale = self._watcher.held(partition)
+        self._watcher.catch_up(list(unsaved), _STALE_READ_S)
+
+    def _restore_checkpoints(
+        self, unsaved: dict[int, tuple[int, int | None]]
+    ) -> dict[int, Restored]:
+        checkpoints = self._checkpoints
+        if checkpoints is None:
+            return {}
+        identity = self._stores.identity
+        checkpoints.identify(None if identity is None else (identity.cluster_id, identity.topic_id))
+        return checkpoints.restore(unsaved)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {p.partition for p in partitions}

@@ -13,7 +13,7 @@ from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.dlq import REASON_KINDS
 from resultlog.schemas import RunKey
 
-__all__ = ["CHECKPOINT_IGNORED", "AggregatorMetrics", "RunSpend"]
+__all__ = ["CHECKPOINT_IGNORED", "STATE_IGNORED", "AggregatorMetrics", "RunSpend"]
 
 _PREFIX = "resultlog_aggregator"
 
@@ -21,6 +21,11 @@ _PREFIX = "resultlog_aggregator"
 CHECKPOINT_IGNORED = (
     "missing", "corrupt", "incomplete", "foreign", "beyond_end", "truncated", "stale",
     "unreadable", "foreign_cluster", "foreign_topic", "old_version",
+)  # fmt: skip
+# Why a partition's state store was not used (the reasons of `store.Refused`).
+STATE_IGNORED = (
+    "missing", "corrupt", "foreign_cluster", "foreign_topic", "foreign_layout", "beyond_end",
+    "truncated", "stale", "unidentified",
 )  # fmt: skip
 
 # Each served run's key and its spend in USD (every attempt: the summary's spent_cost).
@@ -126,6 +131,19 @@ class AggregatorMetrics:
         )
         for reason in CHECKPOINT_IGNORED:
             self.checkpoints_ignored.labels(reason=reason)
+        self.states_restored = Counter(
+            f"{_PREFIX}_states_restored",
+            "Partition assignments that resumed the partition's state directory store.",
+            registry=self.registry,
+        )
+        self.states_ignored = Counter(
+            f"{_PREFIX}_states_ignored",
+            "Partition assignments whose state directory store was refused, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in STATE_IGNORED:
+            self.states_ignored.labels(reason=reason)
         self.checkpoints_written = Counter(
             f"{_PREFIX}_checkpoints_written",
             "Checkpoints of a partition written completely (pieces, then header).",

@@ -23,6 +23,8 @@ fresher replay is compared with an equally fresh fold, never answered with an ol
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -80,10 +82,14 @@ class SummaryWatcher:
         if gone:
             self._consumer.incremental_unassign([TopicPartition(self.topic, p) for p in gone])
 
-    def poll(self) -> None:
-        """Take what arrived without waiting (the latest value per run key wins)."""
+    def held(self, partition: int) -> Mapping[RunKey, Observed]:
+        """The partition's latest values read and not compared yet (live, not a copy)."""
+        return self._pending.get(partition, {})
+
+    def poll(self, wait_s: float = 0.0) -> None:
+        """Take what arrived (waiting at most `wait_s`; the latest value per run key wins)."""
         try:
-            batch = self._consumer.consume(num_messages=_BATCH, timeout=0)
+            batch = self._consumer.consume(num_messages=_BATCH, timeout=wait_s)
         except KafkaException as exc:  # informational: the next poll tries again
             log.debug("cannot read %s: %s", self.topic, exc)
             return
@@ -98,6 +104,27 @@ class SummaryWatcher:
             except DecodeError:
                 continue  # not a run's summary: nothing of ours to compare it with
             pending[run_key] = self._observe(message.value())
+
+    def catch_up(self, partitions: list[int], timeout_s: float) -> None:
+        """Read these partitions to their current end (for at most `timeout_s`): what is
+        served, marked stale, while their state restores."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            ends = {p: self._consumer.get_watermark_offsets(self._tp(p), 5.0) for p in partitions}
+        except KafkaException as exc:
+            log.debug("cannot read %s's ends: %s", self.topic, exc)
+            return
+        while time.monotonic() < deadline:
+            try:
+                at = self._consumer.position([self._tp(p) for p in ends])
+            except KafkaException:
+                return
+            if all(p.offset >= ends[p.partition][1] or _empty(ends[p.partition]) for p in at):
+                return
+            self.poll(0.05)
+
+    def _tp(self, partition: int) -> TopicPartition:
+        return TopicPartition(self.topic, partition)
 
     def corrections(self, state: AggregatorState, now: datetime) -> Corrections:
         """What to publish for the values seen in caught-up partitions (those are then done)."""
@@ -128,6 +155,11 @@ class SummaryWatcher:
             return self._codec.decode_run_summary(value, at=Location(self.topic))
         except DecodeError:
             return UNREADABLE
+
+
+def _empty(bounds: tuple[int, int]) -> bool:
+    low, high = bounds
+    return high <= max(low, 0)
 
 
 def _ahead(observed: Observed, partition: int, position: int) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from resultlog.consumers.aggregator._health import Health
@@ -39,12 +40,15 @@ class Aggregator:
         publish_interval_s: float = 0.2,
         instance_id: str | None = None,
         session_timeout_ms: int = 10_000,
+        state_dir: Path | None = None,
     ) -> None:
-        """An aggregator on the connection's topics, in `group_id` (default: the settings')."""
+        """An aggregator on the connection's topics, in `group_id` (default: the settings'),
+        keeping its per-key state under `state_dir` (default: the settings')."""
         self.results_topic = kafka.results_topic
         self.summaries_topic = kafka.summaries_topic
         self.group_id = group_id or kafka.settings.aggregator_group
         self.publish_interval_s = publish_interval_s
+        self.state_dir = state_dir if state_dir is not None else kafka.settings.state_dir()
         self._kafka = kafka
         self._consumer_overrides = consumer_overrides(session_timeout_ms, instance_id)
         # One lock guards the state: the consumer thread mutates it, HTTP threads read it.
@@ -68,6 +72,7 @@ class Aggregator:
             consumer,
             stopping=self._stopping,
             publish_interval_s=self.publish_interval_s,
+            state_dir=self.state_dir,
         )
         self._shared.state.running = True
         self._thread = threading.Thread(

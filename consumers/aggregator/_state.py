@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from resultlog.consumers.aggregator._health import Health, PartitionHealth
+from resultlog.consumers.aggregator.store import PartitionStore
 from resultlog.consumers.fold import Contribution, RunFold
 from resultlog.schemas import AsOf, RecordId, RunKey, RunSummary, SampleResult, partition_for
 
@@ -68,6 +71,26 @@ class PartitionState:
     caught_up: bool = False
     runs: dict[RunKey, _Run] = field(default_factory=dict)
     dirty: set[RunKey] = field(default_factory=set)
+    store: PartitionStore | None = None  # where the runs' per-key state lives (else memory)
+    # The summaries topic's values of this partition (summaries, tombstones, garbage), as far
+    # as read: its summaries are served marked stale until the partition is caught up.
+    stale: Mapping[RunKey, object] = field(default_factory=dict)
+
+    def stale_summaries(self) -> dict[RunKey, RunSummary]:
+        """The summaries topic's summaries of this partition (nothing once caught up)."""
+        if self.caught_up:
+            return {}
+        held = list(self.stale.items())  # one C call: safe while the consumer thread adds
+        return {k: v for k, v in held if isinstance(v, RunSummary)}
+
+    def new_fold(self, run_key: RunKey) -> RunFold:
+        """An empty fold of a run of this partition."""
+        return RunFold(run_key) if self.store is None else self.store.new_fold(run_key)
+
+    def save_due(self) -> None:
+        """At a record boundary: flush the store if its pending writes filled the cache."""
+        if self.store is not None and self.store.full:
+            self.store.flush(self.position)
 
     @property
     def lag(self) -> int:
@@ -132,6 +155,7 @@ class RunsPage:
     summaries: list[RunSummary]
     total: int
     next_after: RunKey | None
+    stale: frozenset[RunKey] = frozenset()  # served from the summaries topic while rebuilding
 
 
 @dataclass(frozen=True)
@@ -142,6 +166,7 @@ class Lookup:
     partition: int
     assigned: bool
     rebuilding: bool
+    stale: bool = False  # the summaries topic's summary, served while the partition rebuilds
 
 
 class AggregatorState:
@@ -154,29 +179,42 @@ class AggregatorState:
         self.joined = False
         self.wanted: dict[RunKey, int] = {}  # run key -> partition, summaries readers await
 
-    def assign(self, partition: int, low: int, high: int | None) -> None:
+    def assign(
+        self, partition: int, low: int, high: int | None, store: PartitionStore | None = None
+    ) -> None:
         """Start (or restart) folding a partition from its beginning."""
         start = max(low, 0)
         known_high = high if high is not None else start
-        state = PartitionState(partition, start, high, known_high)
+        state = PartitionState(partition, start, high, known_high, store=store)
         state.caught_up = high is not None and high <= start
         self.partitions[partition] = state
 
     def restore(
-        self, partition: int, high: int | None, next_offset: int, folds: dict[RunKey, RunFold]
+        self,
+        partition: int,
+        high: int | None,
+        next_offset: int,
+        folds: dict[RunKey, RunFold],
+        store: PartitionStore | None = None,
     ) -> None:
-        """Start folding a partition from a checkpoint: its folds cover the offsets below
+        """Start folding a partition from saved state: its folds cover the offsets below
         `next_offset`. Every run is published once caught up, as after a full rebuild."""
         known_high = high if high is not None else next_offset
-        state = PartitionState(partition, next_offset, high, max(known_high, next_offset))
+        state = PartitionState(
+            partition, next_offset, high, max(known_high, next_offset), store=store
+        )
         state.caught_up = high is not None and high <= next_offset
         state.runs = {run_key: _Run(fold) for run_key, fold in folds.items()}
         state.dirty = set(folds)
         self.partitions[partition] = state
 
     def revoke(self, partition: int) -> None:
-        """Forget a partition: its runs are no longer this instance's to serve or publish."""
-        self.partitions.pop(partition, None)
+        """Forget a partition: its runs are no longer this instance's to serve or publish
+        (its store keeps what was read, for the next assignment)."""
+        state = self.partitions.pop(partition, None)
+        if state is not None and state.store is not None:
+            state.store.flush(state.position)
+            state.store.close()
         if not self.partitions:  # holding nothing (all lost, say): not a member that serves
             self.joined = False
 
@@ -190,9 +228,10 @@ class AggregatorState:
         run_key = record_id.run_key
         run = state.runs.get(run_key)
         if run is None:
-            run = state.runs[run_key] = _Run(RunFold(run_key))
+            run = state.runs[run_key] = _Run(state.new_fold(run_key))
         run.fold.apply(record)
         self._touched(state, run_key, run, offset)
+        state.save_due()
 
     def delete(self, partition: int, offset: int, record_id: RecordId) -> None:
         """Forget a key: a tombstone, or a latest value that cannot be decoded."""
@@ -203,6 +242,7 @@ class AggregatorState:
         if run is not None:
             run.fold.remove(record_id.sample_index, record_id.epoch)
             self._touched(state, record_id.run_key, run, offset)
+            state.save_due()
         else:
             state.advance(offset)
 
@@ -231,6 +271,9 @@ class AggregatorState:
         if state is None:
             return Lookup(None, partition, assigned=False, rebuilding=False)
         if not state.caught_up:
+            held = state.stale.get(run_key)
+            if isinstance(held, RunSummary):
+                return Lookup(held, partition, assigned=True, rebuilding=True, stale=True)
             return Lookup(None, partition, assigned=True, rebuilding=True)
         run = state.runs.get(run_key)
         if run is not None and len(run.fold) and not run.fresh and not compute:
@@ -249,26 +292,39 @@ class AggregatorState:
     ) -> RunsPage | None:
         """Served runs in run key order, filtered, after `after`, at most `limit` of them, and
         how many match in all; None (and wishes) if a summary must be computed first."""
-        matching = sorted(
-            (
-                (run_key, state)
-                for state in self.partitions.values()
-                if state.caught_up
-                for run_key, run in state.runs.items()
-                if len(run.fold) and where.matches(run_key)
-            ),
-            key=lambda item: item[0],
+        served: list[tuple[RunKey, PartitionState | RunSummary]] = [
+            (run_key, state)
+            for state in self.partitions.values()
+            if state.caught_up
+            for run_key, run in state.runs.items()
+            if len(run.fold) and where.matches(run_key)
+        ]
+        served.extend(
+            (run_key, summary)
+            for state in self.partitions.values()
+            for run_key, summary in state.stale_summaries().items()
+            if where.matches(run_key)
         )
+        matching = sorted(served, key=lambda item: item[0])
         start = 0 if after is None else bisect.bisect_right(matching, after, key=lambda i: i[0])
         end = len(matching) if limit is None else start + limit
         chosen = matching[start:end]
-        stale = {k: s.partition for k, s in chosen if not s.runs[k].fresh}
-        if stale and not compute:
-            self.wanted.update(stale)
+        unfresh = {
+            k: s.partition
+            for k, s in chosen
+            if isinstance(s, PartitionState) and not s.runs[k].fresh
+        }
+        if unfresh and not compute:
+            self.wanted.update(unfresh)
             return None
-        summaries = [summary for k, s in chosen if (summary := s.summary(k, now)) is not None]
+        summaries = [
+            summary
+            for k, s in chosen
+            if (summary := s.summary(k, now) if isinstance(s, PartitionState) else s) is not None
+        ]
+        stale = frozenset(k for k, s in chosen if isinstance(s, RunSummary))
         more = end < len(matching) and bool(chosen)
-        return RunsPage(summaries, len(matching), chosen[-1][0] if more else None)
+        return RunsPage(summaries, len(matching), chosen[-1][0] if more else None, stale)
 
     def summaries(
         self,
@@ -354,11 +410,31 @@ class AggregatorState:
         """Non-empty runs held across assigned partitions."""
         return sum(1 for p in self.partitions.values() for run in p.runs.values() if len(run.fold))
 
+    def save(self, older_than_s: float) -> None:
+        """Flush the stores not flushed for `older_than_s`: a restart reads a short tail."""
+        now = time.monotonic()
+        for state in self.partitions.values():
+            store = state.store
+            if store is None or now - store.flushed_at < older_than_s:
+                continue
+            if store.pending or store.covers != state.position:
+                store.flush(state.position)
+
+    def close(self) -> None:
+        """Flush and close every store (the partitions stay, holding nothing more)."""
+        for state in self.partitions.values():
+            if state.store is not None:
+                state.store.flush(state.position)
+                state.store.close()
+                state.store = None
+
     @staticmethod
     def _touched(state: PartitionState, run_key: RunKey, run: _Run, offset: int) -> None:
         run.version += 1
         state.dirty.add(run_key)
         state.advance(offset)
+        if state.store is not None:
+            state.store.touched(run.fold)
 
 
 class Shared:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import ctypes
 import gc
 import signal
 import ssl
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from resultlog._pem import PemError, check_private
@@ -22,6 +25,7 @@ from resultlog.schemas.errors import ResultLogError
 __all__ = ["parse_http_address", "register", "serve_aggregator"]
 
 _MAX_PORT = 65_535
+_M_ARENA_MAX = -8  # glibc mallopt parameter
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -45,6 +49,14 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="static group membership: a restarted instance takes its partitions back at once",
     )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the per-partition fold state is kept on disk (default: the setting "
+        "RESULTLOG_AGGREGATOR_STATE_DIR, else $XDG_STATE_HOME/resultlog)",
+    )
     parser.set_defaults(handler=aggregator_command)
 
 
@@ -64,7 +76,14 @@ def aggregator_command(args: argparse.Namespace) -> int:
     """Run the aggregator until SIGTERM or SIGINT, then stop cleanly."""
     host, port = args.http
     with connect() as kafka:
-        return serve_aggregator(kafka, host, port, group=args.group, instance_id=args.instance_id)
+        return serve_aggregator(
+            kafka,
+            host,
+            port,
+            group=args.group,
+            instance_id=args.instance_id,
+            state_dir=args.state_dir,
+        )
 
 
 def serve_aggregator(
@@ -74,13 +93,15 @@ def serve_aggregator(
     *,
     group: str | None = None,
     instance_id: str | None = None,
+    state_dir: Path | None = None,
     announce: Callable[[str], None] | None = None,
 ) -> int:
     """Fold and serve until SIGTERM or SIGINT; `announce` gets the URL once it accepts."""
+    _few_malloc_arenas()
     settings = kafka.settings
     certificate, key = settings.http_tls_certificate, settings.http_tls_key
     _check_http_tls(certificate, key)
-    aggregator = Aggregator(kafka, group_id=group, instance_id=instance_id)
+    aggregator = Aggregator(kafka, group_id=group, instance_id=instance_id, state_dir=state_dir)
     app = create_app(aggregator, token=settings.http_token)
     try:
         server = HttpServer(app, host, port, tls_certificate=certificate, tls_key=key)
@@ -104,6 +125,17 @@ def serve_aggregator(
             file=sys.stderr,
         )
     return 0
+
+
+def _few_malloc_arenas() -> None:
+    """Cap glibc's malloc arenas at two before the aggregator starts its threads.
+
+    Each thread that allocates (librdkafka's, RocksDB's, the HTTP pool's: about 30) would
+    otherwise get an arena of its own, and memory freed in one is seldom given back: the RSS
+    kept a high-water mark that grew with the records read (measured between 30k and 90k
+    records: 716 B per record with the default arenas, 580 B with two)."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
+        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 2)
 
 
 def _check_http_tls(certificate: str | None, key: str | None) -> None:

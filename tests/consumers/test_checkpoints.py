@@ -6,7 +6,9 @@ from __future__ import annotations
 import logging
 import signal
 import subprocess
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -23,7 +25,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
-from tests.support.aggregator import held
+from tests.support.aggregator import held, metric, started
 from tests.support.checkpoints import v1_header
 from tests.support.cli import child_env, cli_argv
 from tests.support.kafka import (
@@ -57,10 +59,10 @@ def test_a_restart_restores_checkpoints_and_reads_only_the_tail(checkpointing: S
     _serve_until_equal(settings)  # a clean stop checkpoints every partition it held
     tail = _records(range(40, 45))
     write_many(settings, tail)
-    with _started(settings) as aggregator:
+    with started(settings, _new_machine(settings)) as aggregator:
         _wait_equal(aggregator, settings, RUNS)
-        assert _metric(aggregator, "records_consumed_total") == len(tail)
-        assert _metric(aggregator, "checkpoints_restored_total") == len(_partitions())
+        assert metric(aggregator, "records_consumed_total") == len(tail)
+        assert metric(aggregator, "checkpoints_restored_total") == len(_partitions())
         assert aggregator.lookup(RUNS[0]).summary is not None
 
 
@@ -75,11 +77,11 @@ def test_sigkill_after_a_checkpoint_then_restart_is_still_exact(checkpointing: S
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
-    with _started(settings) as aggregator:
+    with started(settings, _new_machine(settings)) as aggregator:
         _wait_equal(aggregator, settings, RUNS)
-        consumed = _metric(aggregator, "records_consumed_total")
+        consumed = metric(aggregator, "records_consumed_total")
         assert consumed <= len(_records(range(40, 50))) < len(first_batch)
-        assert _metric(aggregator, "checkpoints_restored_total") == len(_partitions())
+        assert metric(aggregator, "checkpoints_restored_total") == len(_partitions())
 
 
 def test_a_corrupt_checkpoint_is_ignored_with_a_warning(
@@ -93,10 +95,10 @@ def test_a_corrupt_checkpoint_is_ignored_with_a_warning(
     garbage = b"\xc3\x01not a checkpoint"
     produce_raw(settings, [(key, garbage, partition)], settings.checkpoints_topic)
     caplog.clear()
-    with caplog.at_level(logging.WARNING), _started(settings) as aggregator:
+    with caplog.at_level(logging.WARNING), started(settings, _new_machine(settings)) as aggregator:
         _wait_equal(aggregator, settings, RUNS)
-        assert _metric(aggregator, "checkpoints_ignored_total", reason="corrupt") == 1
-        assert _metric(aggregator, "records_consumed_total") == _ends(settings)[partition]
+        assert metric(aggregator, "checkpoints_ignored_total", reason="corrupt") == 1
+        assert metric(aggregator, "records_consumed_total") == _ends(settings)[partition]
     assert _warnings(caplog, partition) == ["corrupt"]
 
 
@@ -114,9 +116,9 @@ def test_a_checkpoint_past_the_end_is_ignored_with_a_warning(
     key = header_key(settings.results_topic, partition)
     produce_raw(settings, [(key, value, partition)], settings.checkpoints_topic)
     caplog.clear()
-    with caplog.at_level(logging.WARNING), _started(settings) as aggregator:
+    with caplog.at_level(logging.WARNING), started(settings, _new_machine(settings)) as aggregator:
         _wait_equal(aggregator, settings, RUNS)
-        assert _metric(aggregator, "checkpoints_ignored_total", reason="beyond_end") == 1
+        assert metric(aggregator, "checkpoints_ignored_total", reason="beyond_end") == 1
     assert _warnings(caplog, partition) == ["beyond_end"]
 
 
@@ -146,10 +148,10 @@ def test_a_checkpoint_of_another_log_is_ignored_with_a_warning(
     key = header_key(settings.results_topic, partition)
     produce_raw(settings, [(key, value, partition)], settings.checkpoints_topic)
     caplog.clear()
-    with caplog.at_level(logging.WARNING), _started(settings) as aggregator:
+    with caplog.at_level(logging.WARNING), started(settings, _new_machine(settings)) as aggregator:
         _wait_equal(aggregator, settings, RUNS)
-        assert _metric(aggregator, "checkpoints_ignored_total", reason=reason) == 1
-        assert _metric(aggregator, "checkpoints_restored_total") == 0
+        assert metric(aggregator, "checkpoints_ignored_total", reason=reason) == 1
+        assert metric(aggregator, "checkpoints_restored_total") == 0
     assert _warnings(caplog, partition) == [reason]
 
 
@@ -158,11 +160,11 @@ def test_a_purge_after_a_checkpoint_is_applied(checkpointing: Settings) -> None:
     write_many(settings, _records(range(0, 30)))
     _serve_until_equal(settings)
     purge_run(KafkaConnection(settings), RUNS[1])
-    with _started(settings) as aggregator:
+    with started(settings, _new_machine(settings)) as aggregator:
         _wait_equal(aggregator, settings, [k for k in RUNS if k != RUNS[1]])
         assert aggregator.lookup(RUNS[1]).summary is None
         assert expected(settings, RUNS[1])["records"] == 0
-        assert _metric(aggregator, "checkpoints_restored_total") == len(_partitions())
+        assert metric(aggregator, "checkpoints_restored_total") == len(_partitions())
 
 
 def test_two_members_of_one_group_restore_and_agree_with_replay(checkpointing: Settings) -> None:
@@ -170,8 +172,12 @@ def test_two_members_of_one_group_restore_and_agree_with_replay(checkpointing: S
     write_many(settings, _records(range(0, 30)))
     _serve_until_equal(settings)
     write_many(settings, _records(range(30, 40)))
-    first = Aggregator(KafkaConnection(settings), publish_interval_s=0.05)
-    second = Aggregator(KafkaConnection(settings), publish_interval_s=0.05)
+    first, second = (
+        Aggregator(
+            KafkaConnection(settings), publish_interval_s=0.05, state_dir=_new_machine(settings)
+        )
+        for _ in range(2)
+    )
     first.start()
     second.start()
     try:
@@ -181,7 +187,7 @@ def test_two_members_of_one_group_restore_and_agree_with_replay(checkpointing: S
         write_many(settings, _records(range(40, 45)))
         want = {k: expected(settings, k) for k in RUNS}
         wait_for(lambda: {k: _either(first, second, k) for k in RUNS} == want, "the new tail")
-        restored = sum(_metric(a, "checkpoints_restored_total") for a in (first, second))
+        restored = sum(metric(a, "checkpoints_restored_total") for a in (first, second))
         assert restored >= len(_partitions())
     finally:
         first.stop()
@@ -221,23 +227,8 @@ def _settings_of_runs() -> Settings:
 
 def _serve_until_equal(settings: Settings) -> None:
     """Run an aggregator until it serves what replay computes, then stop it cleanly."""
-    with _started(settings) as aggregator:
+    with started(settings, _new_machine(settings)) as aggregator:
         _wait_equal(aggregator, settings, RUNS)
-
-
-class _started:  # noqa: N801 - used as a context manager, like a function
-    """A started aggregator in a fresh group, stopped (cleanly) on exit."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.aggregator = Aggregator(KafkaConnection(settings), publish_interval_s=0.05)
-
-    def __enter__(self) -> Aggregator:
-        self.aggregator.start()
-        return self.aggregator
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.aggregator.stop()
-        assert self.aggregator.failure is None, self.aggregator.failure
 
 
 def _wait_equal(aggregator: Aggregator, settings: Settings, runs: list[RunKey]) -> None:
@@ -256,11 +247,6 @@ def _ready_split(first: Aggregator, second: Aggregator) -> bool:
     one, two = first.health(), second.health()
     owned = [{p.partition for p in h.partitions} for h in (one, two)]
     return one.ready and two.ready and all(owned) and not owned[0] & owned[1]
-
-
-def _metric(aggregator: Aggregator, name: str, **labels: str) -> float:
-    value = aggregator.metrics.registry.get_sample_value(f"resultlog_aggregator_{name}", labels)
-    return value or 0.0
 
 
 def _ends(settings: Settings) -> dict[int, int]:
@@ -301,8 +287,15 @@ def _warnings(caplog: pytest.LogCaptureFixture, partition: int) -> list[str]:
     ]
 
 
+def _new_machine(settings: Settings) -> Path:
+    """An empty state directory of its own."""
+    assert settings.aggregator_state_dir is not None
+    return settings.aggregator_state_dir / uuid.uuid4().hex[:8]
+
+
 def _start_cli(settings: Settings) -> subprocess.Popen[str]:
-    command = cli_argv("aggregator", "--http", "127.0.0.1:0")
+    state_dir = str(_new_machine(settings))
+    command = cli_argv("aggregator", "--http", "127.0.0.1:0", "--state-dir", state_dir)
     process = subprocess.Popen(command, env=child_env(settings), stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()

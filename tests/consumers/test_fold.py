@@ -20,7 +20,8 @@ from resultlog.schemas import (
     SampleResult,
     ScoreValue,
 )
-from tests.support.records import RUN_KEY, USAGE_AT_BOUNDS, make_record, uniform_usage
+from tests.support.records import RUN_KEY, USAGE_AT_BOUNDS, make_record
+from tests.support.strategies import extreme_records
 
 
 def test_all_epochs_skipped_counts_a_skipped_question() -> None:
@@ -344,42 +345,8 @@ def _observed(summary: RunSummary) -> dict[str, object]:
     }
 
 
-_extreme_metric = st.sampled_from([MAX_METRIC, -MAX_METRIC, 5e-324, -5e-324, 0.1, 0.0]) | st.floats(
-    -MAX_METRIC, MAX_METRIC
-)
-
-
-_EXTREME_NAMES = ["reward", "m", "scorer:m", "scorer:n"]
-
-
-@st.composite
-def _extreme_records(draw: st.DrawFn) -> SampleResult:
-    value = draw(st.sampled_from(["C", "I", "S"]))
-    degraded = value == "S" and draw(st.booleans())
-    cost = draw(st.sampled_from([0.0, 5e-324, 0.1, MAX_COST_USD]) | st.floats(0, MAX_COST_USD))
-    tokens = draw(st.sampled_from([0, 1, MAX_TOKENS]))
-    usage = uniform_usage(tokens, cost)
-    epochs = draw(st.integers(1, 3))
-    return make_record(
-        draw(st.integers(0, 5)),
-        draw(st.integers(0, epochs - 1)),
-        value,
-        epochs=epochs,
-        dataset_size=draw(st.sampled_from([None, 6])),
-        degraded=degraded,
-        numeric=None
-        if value == "S"
-        else draw(st.none() | st.sampled_from([0.0, 5e-324, 0.5, 1.0])),
-        metrics=draw(st.dictionaries(st.sampled_from(_EXTREME_NAMES), _extreme_metric, max_size=3)),
-        usage=None if degraded else usage,
-        spent_cost=draw(st.none() | st.sampled_from([MAX_COST_USD])) if not degraded else None,
-        generation_time_ms=draw(st.sampled_from([0, MAX_MILLIS])),
-        created_offset_ms=draw(st.integers(0, 4)),
-    )
-
-
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), _extreme_records()), min_size=1, max_size=30))
+@given(st.lists(st.tuples(st.booleans(), extreme_records()), min_size=1, max_size=30))
 def test_incremental_fold_equals_a_full_refold_at_every_step(
     steps: list[tuple[bool, SampleResult]],
 ) -> None:

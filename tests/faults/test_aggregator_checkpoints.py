@@ -5,6 +5,7 @@ checkpoints topic (with and without a tombstone)."""
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -86,7 +87,10 @@ def test_a_garbage_checkpoint_key_is_skipped_with_or_without_a_tombstone(
 
 
 def _restores_serves_and_checkpoints(settings: Settings, indexes: range) -> None:
-    """An aggregator starts, restores, serves what replay says, and checkpoints new records."""
+    """An aggregator of a new machine (no state directory) starts, restores from the
+    checkpoints, serves what replay says, and checkpoints new records."""
+    assert settings.aggregator_state_dir is not None
+    shutil.rmtree(settings.aggregator_state_dir, ignore_errors=True)
     with _aggregator(settings) as agg:
         agg.wait_equal(settings, OLD)
         assert agg.metric("checkpoints_restored_total") >= 1
@@ -123,7 +127,7 @@ class _Running:
         wait_for(lambda: {k: self._served(k) for k in runs} == want, "replay's summaries")
 
     def warnings(self, reason: str) -> int:
-        return len(re.findall(rf"WARNING.*ignoring the .*\({reason}\)", self.stderr))
+        return len(re.findall(rf"WARNING.*ignoring the checkpoint .*\({reason}\)", self.stderr))
 
     def _served(self, run_key: RunKey) -> object:
         response = httpx.get(self.url + path(run_key), timeout=5)

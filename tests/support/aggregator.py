@@ -7,6 +7,7 @@ import http.client
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,6 +28,25 @@ def running(settings: Settings, group_id: str | None = None) -> Iterator[Aggrega
     with Aggregator(kafka, group_id=group_id, publish_interval_s=0.05) as aggregator:
         yield aggregator
     assert aggregator.failure is None, aggregator.failure
+
+
+@contextlib.contextmanager
+def started(settings: Settings, state_dir: Path) -> Iterator[Aggregator]:
+    """A started aggregator keeping its state under `state_dir`, stopped cleanly on exit."""
+    kafka = KafkaConnection(settings)
+    aggregator = Aggregator(kafka, publish_interval_s=0.05, state_dir=state_dir)
+    aggregator.start()
+    try:
+        yield aggregator
+    finally:
+        aggregator.stop()
+    assert aggregator.failure is None, aggregator.failure
+
+
+def metric(aggregator: Aggregator, name: str, **labels: str) -> float:
+    """The value of one of the aggregator's metrics (0 when it has none yet)."""
+    value = aggregator.metrics.registry.get_sample_value(f"resultlog_aggregator_{name}", labels)
+    return value or 0.0
 
 
 @contextlib.contextmanager

@@ -7,10 +7,13 @@ not), so what a test reads back does not depend on the readers under test.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +27,8 @@ from resultlog.topics import ensure_topics, topic_specs
 from tests.support.waiting import DEADLINE_S, wait_for
 
 TEST_PARTITIONS = 3
+# Each test's aggregators keep their state stores here (removed with the test's topics).
+STATE_ROOT = Path(tempfile.gettempdir()) / "resultlog-test-state"
 # A message produced raw: key, value (None: a tombstone) and the partition it goes to.
 RawMessage = tuple[bytes | None, bytes | None, int]
 
@@ -37,9 +42,8 @@ def topic_settings(
 ) -> Settings:
     """Settings whose topics and group are named after `name` (default: a fresh one), created."""
     name = name or f"t{uuid.uuid4().hex[:12]}"
-    settings = Settings(
-        bootstrap_servers=bootstrap, **{"partitions": TEST_PARTITIONS, **fields}
-    ).namespaced(name)
+    defaults = {"partitions": TEST_PARTITIONS, "aggregator_state_dir": STATE_ROOT / name}
+    settings = Settings(bootstrap_servers=bootstrap, **{**defaults, **fields}).namespaced(name)
     with KafkaConnection(settings) as kafka:
         ensure_topics(kafka, topic_specs(settings, extra_config))
     return settings
@@ -50,6 +54,8 @@ def drop_topics(settings: Settings) -> None:
     thousands of idle topics cost its small heap more than the deletes do."""
     with KafkaConnection(settings) as kafka:
         kafka.admin().delete_topics([spec.name for spec in topic_specs(settings)])
+    if settings.aggregator_state_dir is not None:
+        shutil.rmtree(settings.aggregator_state_dir, ignore_errors=True)
 
 
 def run_partition(settings: Settings, run_key: RunKey) -> int:

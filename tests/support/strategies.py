@@ -28,6 +28,7 @@ from resultlog.schemas import (
     Usage,
     WriterProcess,
 )
+from tests.support.records import make_record, uniform_usage
 
 MAX_LONG = 2**63 - 1
 text = st.text(max_size=40)
@@ -178,4 +179,40 @@ def run_summaries(draw: st.DrawFn) -> RunSummary:
         as_of=draw(
             st.none() | st.builds(AsOf, computed_at=timestamps, source=names, offsets=offsets)
         ),
+    )
+
+
+extreme_metric = st.sampled_from([MAX_METRIC, -MAX_METRIC, 5e-324, -5e-324, 0.1, 0.0]) | st.floats(
+    -MAX_METRIC, MAX_METRIC
+)
+
+
+# Plain metrics and `scorer:` ones (per-sample means over scored samples) side by side.
+EXTREME_NAMES = ["reward", "m", "scorer:m", "scorer:n"]
+
+
+@st.composite
+def extreme_records(draw: st.DrawFn) -> SampleResult:
+    """Records of one run key at the bounds of every folded field, on few keys."""
+    value = draw(st.sampled_from(["C", "I", "S"]))
+    degraded = value == "S" and draw(st.booleans())
+    cost = draw(st.sampled_from([0.0, 5e-324, 0.1, MAX_COST_USD]) | st.floats(0, MAX_COST_USD))
+    tokens = draw(st.sampled_from([0, 1, MAX_TOKENS]))
+    usage = uniform_usage(tokens, cost)
+    epochs = draw(st.integers(1, 3))
+    return make_record(
+        draw(st.integers(0, 5)),
+        draw(st.integers(0, epochs - 1)),
+        value,
+        epochs=epochs,
+        dataset_size=draw(st.sampled_from([None, 6])),
+        degraded=degraded,
+        numeric=None
+        if value == "S"
+        else draw(st.none() | st.sampled_from([0.0, 5e-324, 0.5, 1.0])),
+        metrics=draw(st.dictionaries(st.sampled_from(EXTREME_NAMES), extreme_metric, max_size=3)),
+        usage=None if degraded else usage,
+        spent_cost=draw(st.none() | st.sampled_from([MAX_COST_USD])) if not degraded else None,
+        generation_time_ms=draw(st.sampled_from([0, MAX_MILLIS])),
+        created_offset_ms=draw(st.integers(0, 4)),
     )

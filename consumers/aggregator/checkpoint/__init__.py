@@ -5,6 +5,10 @@ ones every N records or T seconds on a thread of its own (`_write`); `_codec` is
 format and `_read` the restore, which refuses, with one line, anything it cannot trust.
 """
 
-from resultlog.consumers.aggregator.checkpoint._checkpoints import Checkpoints
+from resultlog.consumers.aggregator.checkpoint._checkpoints import (
+    Checkpoints,
+    delete_retention_ms,
+)
+from resultlog.consumers.aggregator.checkpoint._read import Restored
 
-__all__ = ["Checkpoints"]
+__all__ = ["Checkpoints", "Restored", "delete_retention_ms"]

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import ConfigResource
 
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._state import Shared
+from resultlog.consumers.aggregator.checkpoint._codec import RunRows
 from resultlog.consumers.aggregator.checkpoint._read import (
     Bounds,
     Restored,
@@ -27,7 +29,7 @@ from resultlog.consumers.aggregator.checkpoint._read import (
 from resultlog.consumers.aggregator.checkpoint._write import CheckpointWriter, Snapshot
 from resultlog.kafka import KafkaClientError, KafkaConnection, TopicLayoutError
 
-__all__ = ["Checkpoints"]
+__all__ = ["Checkpoints", "delete_retention_ms"]
 
 log = logging.getLogger(__name__)
 _DEFAULT_DELETE_RETENTION_MS = 24 * 60 * 60 * 1000  # Kafka's default
@@ -46,7 +48,7 @@ class Checkpoints:
         self._partitions = partitions
         self._every_records = settings.checkpoint_every_records
         self._interval_s = settings.checkpoint_interval_s
-        self._max_age_ms = _delete_retention_ms(kafka)
+        self._max_age_ms = delete_retention_ms(kafka)
         self._reader = kafka.reader()
         self._writer = CheckpointWriter(
             kafka,
@@ -58,15 +60,9 @@ class Checkpoints:
         self._covered: dict[int, tuple[int, float]] = {}  # partition -> (offset, when)
         self._log_id: tuple[str, str] | None = None
 
-    def _identify(self) -> None:
-        """Learn the exact log (cluster ID, results topic ID) checkpoints are written for and
-        must name to be restored (unknown: nothing restored, checkpoints name no log)."""
-        topic = self._kafka.results_topic
-        try:
-            log_id: tuple[str, str] | None = self._kafka.topic_identity(topic)
-        except KafkaClientError as exc:
-            log.warning("cannot tell which log %s is (%s): no checkpoint restored", topic, exc)
-            log_id = None
+    def identify(self, log_id: tuple[str, str] | None) -> None:
+        """The exact log (cluster ID, results topic ID) checkpoints are written for and must
+        name to be restored (None: unknown, nothing restored)."""
         self._log_id = log_id
         self._writer.log_id = log_id
 
@@ -94,7 +90,6 @@ class Checkpoints:
         if not bounds:
             return {}
         kafka = self._kafka
-        self._identify()  # on every assignment: the topic may have been re-created meanwhile
         found = read_checkpoints(
             self._reader,
             topic=kafka.checkpoints_topic,
@@ -168,7 +163,13 @@ class Checkpoints:
                 state = shared.state.partitions.get(number)
                 if state is None:
                     continue
-                runs = [(key, run.fold.contributions()) for key, run in state.runs.items()]
+                runs: Iterable[RunRows]
+                if state.store is not None:
+                    # Flushed, then read from a snapshot of the store on the writer's thread.
+                    state.store.flush(state.position)
+                    runs = state.store.runs()
+                else:
+                    runs = [(key, run.fold.contributions()) for key, run in state.runs.items()]
                 snapshots.append(Snapshot(number, state.position, runs))
         self._metrics.checkpoint_snapshot_seconds.inc(time.perf_counter() - started)
         now = time.monotonic()
@@ -191,7 +192,7 @@ class Checkpoints:
         self._metrics.checkpoint_write_seconds.inc(seconds)
 
 
-def _delete_retention_ms(kafka: KafkaConnection) -> int:
+def delete_retention_ms(kafka: KafkaConnection) -> int:
     """How long the results topic keeps tombstones: a checkpoint must be younger."""
     resource = ConfigResource(ConfigResource.Type.TOPIC, kafka.results_topic)
     admin = kafka.admin()

@@ -16,7 +16,7 @@ import io
 import re
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ __all__ = [
     "encode_header",
     "encode_pieces",
     "header_key",
+    "iter_pieces",
     "parse_piece_key",
     "piece_key",
     "restore_folds",
@@ -142,12 +143,15 @@ def encode_header(header: Header) -> bytes:
     return _encode(header.id, (_HEADER, body))
 
 
-def encode_pieces(checkpoint: CheckpointId, runs: Sequence[RunRows]) -> list[bytes]:
+def encode_pieces(checkpoint: CheckpointId, runs: Iterable[RunRows]) -> list[bytes]:
     """The pieces' values, in index order (none for an empty state)."""
-    return [
-        _encode(checkpoint, (_PIECE, _columns(index, chunk)))
-        for index, chunk in enumerate(_chunks(runs))
-    ]
+    return list(iter_pieces(checkpoint, runs))
+
+
+def iter_pieces(checkpoint: CheckpointId, runs: Iterable[RunRows]) -> Iterator[bytes]:
+    """The pieces' values, in index order, encoded as the runs are read."""
+    for index, chunk in enumerate(_chunks(runs)):
+        yield _encode(checkpoint, (_PIECE, _columns(index, chunk)))
 
 
 def decode(value: bytes) -> Header | Piece:
@@ -213,7 +217,7 @@ def _encode(checkpoint: CheckpointId, body: tuple[str, dict[str, Any]]) -> bytes
     return out.getvalue()
 
 
-def _chunks(runs: Sequence[RunRows]) -> Iterator[list[RunRows]]:
+def _chunks(runs: Iterable[RunRows]) -> Iterator[list[RunRows]]:
     """Runs cut into pieces of at most `_ROWS_PER_PIECE` contributions, halved while too big."""
     chunk: list[RunRows] = []
     size = 0

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, Message
@@ -23,8 +23,8 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     Header,
     RunRows,
     encode_header,
-    encode_pieces,
     header_key,
+    iter_pieces,
     piece_key,
 )
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
@@ -33,15 +33,32 @@ __all__ = ["CheckpointWriter", "Snapshot"]
 
 log = logging.getLogger(__name__)
 _FLUSH_S = 30.0
+_PIECES_PER_SEND = 16
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One partition's folds as of `next_offset`, to be written."""
+    """One partition's folds as of `next_offset`, to be written (`runs` is read once, on the
+    writer's thread: a list, or a state store's snapshot read lazily)."""
 
     partition: int
     next_offset: int
-    runs: list[RunRows]
+    runs: Iterable[RunRows]
+
+
+class _Counted:
+    """The runs of a snapshot, counted as they are read."""
+
+    def __init__(self, runs: Iterable[RunRows]) -> None:
+        self._runs = runs
+        self.runs = 0
+        self.contributions = 0
+
+    def __iter__(self) -> Iterator[RunRows]:
+        for run in self._runs:
+            self.runs += 1
+            self.contributions += len(run[1])
+            yield run
 
 
 class CheckpointWriter:
@@ -146,16 +163,24 @@ class CheckpointWriter:
             cluster_id,
             topic_id,
         )
-        pieces = encode_pieces(checkpoint, snapshot.runs)
-        keys = [piece_key(checkpoint, index) for index in range(len(pieces))]
+        counted = _Counted(snapshot.runs)
+        keys: list[bytes] = []
         try:
-            self._send(partition, list(zip(keys, pieces, strict=True)))
+            batch: list[tuple[bytes, bytes | None]] = []
+            # Sent as encoded, a few at a time: memory holds a few pieces, not the partition.
+            for index, piece in enumerate(iter_pieces(checkpoint, counted)):
+                keys.append(piece_key(checkpoint, index))
+                batch.append((keys[-1], piece))
+                if len(batch) >= _PIECES_PER_SEND:
+                    self._send(partition, batch)
+                    batch = []
+            self._send(partition, batch)
             header = Header(
                 checkpoint,
-                len(pieces),
+                len(keys),
                 int(time.time() * 1000),
-                len(snapshot.runs),
-                sum(len(items) for _, items in snapshot.runs),
+                counted.runs,
+                counted.contributions,
             )
             self._send(
                 partition, [(header_key(self._results_topic, partition), encode_header(header))]

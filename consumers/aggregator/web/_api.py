@@ -52,7 +52,9 @@ from resultlog.consumers.aggregator.web._source import (
     SummarySource,
     error,
     read_samples,
+    served,
     served_summary,
+    summary_json,
 )
 from resultlog.schemas import DecodeError, RunKey, RunSummary, decode_run_key, encode_run_key
 
@@ -130,13 +132,23 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             headers["X-Next-Cursor"] = following
             # Relative: built from the client's Host, it would point wherever the client says.
             headers["Link"] = f'</runs?{query}>; rel="next"'
-        body = _SUMMARIES.dump_json(found.summaries)
+        if found.stale:
+            body = (
+                b"["
+                + b",".join(summary_json(s, stale=_key(s) in found.stale) for s in found.summaries)
+                + b"]"
+            )
+        else:
+            body = _SUMMARIES.dump_json(found.summaries)
         return Response(body, media_type="application/json", headers=headers)
 
     def get_summary(request: Request) -> Response:
         run_key, _ = run_route(request.scope["raw_path"])
-        summary = served_summary(source, run_key)
-        return Response(summary.model_dump_json(), media_type="application/json")
+        found = served(source, run_key)
+        assert found.summary is not None
+        return Response(
+            summary_json(found.summary, stale=found.stale), media_type="application/json"
+        )
 
     def get_samples(request: Request, stop: threading.Event) -> Response:
         run_key, _ = run_route(request.scope["raw_path"])
@@ -185,6 +197,10 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             NotServedError: _not_served,
         },
     )
+
+
+def _key(summary: RunSummary) -> RunKey:
+    return RunKey(summary.run_id, summary.benchmark_id, summary.model)
 
 
 def _list_params(request: Request) -> tuple[dict[str, str], int]:

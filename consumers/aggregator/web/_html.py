@@ -119,13 +119,14 @@ def _accuracy_cells(summary: RunSummary, view: RunSamples | None) -> str:
     )
 
 
-def _summary_row(summary: RunSummary, view: RunSamples | None) -> str:
+def _summary_row(summary: RunSummary, view: RunSamples | None, *, stale: bool = False) -> str:
     run_key = RunKey(summary.run_id, summary.benchmark_id, summary.model)
     path = run_path(run_key)
     computed = summary.as_of.computed_at if summary.as_of is not None else None
+    badge = _STALE_BADGE if stale else ""
     return (
         f'<tr data-run="{escape(path)}"><td class="run"><a href="/page/run/{escape(path)}">'
-        f'{_bdi(summary.run_id)}</a></td><td class="benchmark">{_bdi(summary.benchmark_id)}'
+        f'{_bdi(summary.run_id)}</a>{badge}</td><td class="benchmark">{_bdi(summary.benchmark_id)}'
         f'</td><td class="model">{_bdi(summary.model)}</td><td class="progress">'
         f"{_progress(summary)}</td>{_accuracy_cells(summary, view)}"
         f'<td class="skipped">{summary.skipped_questions}</td>'
@@ -140,6 +141,10 @@ def _summary_row(summary: RunSummary, view: RunSamples | None) -> str:
     )
 
 
+_STALE_BADGE = (
+    ' <span class="badge stale" title="the last published summary: the aggregator is still '
+    'restoring its state">stale</span>'
+)
 # What each number is, as a tooltip on its header (the fold defines them).
 _HEADER_TITLES = {
     "accuracy": "mean over the questions of each question's score, averaged over its epochs",
@@ -183,11 +188,14 @@ def runs_part(
     benchmarks: Sequence[str],
     models: Sequence[str],
     query: str,
+    stale: frozenset[RunKey] = frozenset(),
 ) -> str:
-    """The runs table, newest first, and the filters' choices (for the script)."""
-    rows = "".join(
-        _summary_row(s, views.get(RunKey(s.run_id, s.benchmark_id, s.model))) for s in summaries
-    )
+    """The runs table, newest first, and the filters' choices (for the script); runs in
+    `stale` are the summaries topic's, shown with a badge until the aggregator caught up."""
+    rows = ""
+    for s in summaries:
+        run_key = RunKey(s.run_id, s.benchmark_id, s.model)
+        rows += _summary_row(s, views.get(run_key), stale=run_key in stale)
     if not summaries:
         rows = '<tr><td colspan="14" class="empty">no runs yet</td></tr>'
     listing = "/runs" + (f"?{query}" if query else "")

@@ -84,7 +84,8 @@ def page_routes(source: SummarySource, samples: SampleCache, reads: ReadPool) ->
     def runs_part(request: Request, stop: threading.Event) -> Response:
         benchmark = request.query_params.get("benchmark") or None
         model = request.query_params.get("model") or None
-        everything = source.page().summaries
+        found = source.page()
+        everything = found.summaries
         chosen = [
             s
             for s in everything
@@ -100,6 +101,7 @@ def page_routes(source: SummarySource, samples: SampleCache, reads: ReadPool) ->
             benchmarks=sorted({s.benchmark_id for s in everything}),
             models=sorted({s.model for s in everything}),
             query=query,
+            stale=found.stale,
         )
         return HTMLResponse(body, headers=_NO_STORE)
 

@@ -16,7 +16,15 @@ from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.resume import RunRecords
 from resultlog.schemas import RunKey, RunSummary
 
-__all__ = ["NotServedError", "SummarySource", "error", "read_samples", "served_summary"]
+__all__ = [
+    "NotServedError",
+    "SummarySource",
+    "error",
+    "read_samples",
+    "served",
+    "served_summary",
+    "summary_json",
+]
 
 
 class SummarySource(Protocol):
@@ -66,9 +74,23 @@ def error(
 
 def served_summary(source: SummarySource, run_key: RunKey) -> RunSummary:
     """The run's current summary; NotServedError (404, or 503 while rebuilding) otherwise."""
+    found = served(source, run_key)
+    assert found.summary is not None
+    return found.summary
+
+
+def summary_json(summary: RunSummary, *, stale: bool) -> bytes:
+    """A summary's JSON, with `"stale": true` first when it is the summaries topic's, served
+    while the aggregator restores its state."""
+    body = summary.model_dump_json().encode()
+    return b'{"stale":true,' + body[1:] if stale else body
+
+
+def served(source: SummarySource, run_key: RunKey) -> Lookup:
+    """The run's lookup, if it has a summary; NotServedError (404, or 503) otherwise."""
     found = source.lookup(run_key)
     if found.summary is not None:
-        return found.summary
+        return found
     if found.rebuilding:
         detail = f"partition {found.partition} is still being rebuilt; retry shortly"
         raise NotServedError(error(503, "rebuilding", detail, headers={"Retry-After": "1"}))

@@ -1,0 +1,310 @@
+"""History cost: reading one run, and the aggregator's memory and restarts, as the log grows.
+
+A 100-record run (50 samples x 2 epochs) lies in a 6-partition results topic; an aggregator
+(`resultlog aggregator` with a state directory) serves the topic and keeps its run index. With
+0, then 1M, then 3M records of other runs in the log (written fast: encoded records relabelled
+and produced raw, not by the runner), it times, for the 100-record run, the median of a few:
+
+- `status` (`run_status`), replay of the run (`replay_run`), a resume that asks nothing
+  (`resume_state` with every record present) and the samples route's read (`read_run_records`,
+  what `GET /runs/.../samples` reads): each printed as a ratio to its time on the empty log
+  (goal: within 1.3x);
+- the aggregator's RSS growth per added record between the last two counts (goal: < 25 B);
+- stopped cleanly, a restart with its state directory, timed from spawn to every run served
+  (goal: < 10 s), and a restart on a new machine (an empty state directory) to the summaries
+  topic's summaries of every run listed, marked stale (goal: < 10 s). (Serving every run from
+  restored state takes much longer there: the checkpoint is copied into a fresh store.)
+
+Uses RESULTLOG_BOOTSTRAP_SERVERS, or starts a local broker. Figures on a shared machine are
+upper bounds.
+
+    .venv/bin/python -m benchmarks.history [--others 0,1000000,3000000] [--results F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from confluent_kafka import Producer
+
+from benchmarks._kafka import (
+    FILL_RUN_RECORDS,
+    ClientConfig,
+    bootstrap_servers,
+    encoded_run,
+    fill_runs,
+    own_topics,
+    produce,
+    settings_env,
+)
+from benchmarks._results import Goal, Result, add_results_argument, report
+from resultlog.consumers import read_run_records, replay_run, resume_state, run_status
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, partition_for
+from resultlog.settings import Settings
+from resultlog.topics import ensure_topics
+
+__all__ = ["History", "measure"]
+
+PARTITIONS = 6
+MINE = RunKey("bench-history", "arith", "openai/gpt-4o")
+SAMPLES, EPOCHS = 50, 2
+RATIO_GOAL = Goal("<=", 1.3, on="ratio")
+GOAL_BYTES_PER_RECORD = 25.0
+GOAL_RESTART_S = 10.0
+_REPEATS = 7
+_IDLE_CPU = 0.15  # the aggregator's share of a core below which it counts as idle
+_IDLE_WAIT_S = 600.0
+_TIMEOUT_S = 3600.0
+READS: dict[str, Callable[[KafkaConnection], object]] = {
+    "status": lambda kafka: run_status(kafka, MINE, EPOCHS),
+    "replay of the run": lambda kafka: replay_run(kafka, MINE),
+    "resume that asks nothing": lambda kafka: resume_state(kafka, MINE, EPOCHS),
+    "samples route's read": lambda kafka: read_run_records(kafka, MINE),
+}
+
+
+@dataclass
+class History:
+    """What one measurement found."""
+
+    others: list[int]
+    times: dict[str, list[float]] = field(default_factory=dict)  # per read, per count
+    rss: list[int] = field(default_factory=list)  # bytes, per count
+    restart_s: float = 0.0  # with the state directory, to every run served
+    stale_s: float = 0.0  # without it, to every run listed (stale)
+
+    def bytes_per_record(self) -> float:
+        """The RSS growth per added record between the last two counts."""
+        added = self.others[-1] - self.others[-2]
+        return (self.rss[-1] - self.rss[-2]) / added if added else float("nan")
+
+
+def measure(bootstrap: str, others: list[int]) -> History:
+    """Measure on fresh topics of the broker at `bootstrap` (deleted after)."""
+    settings = own_topics("bench-history", bootstrap_servers=bootstrap, partitions=PARTITIONS)
+    kafka = KafkaConnection(settings)
+    ensure_topics(kafka)
+    config: ClientConfig = dict(settings.client_config())
+    work = Path(tempfile.mkdtemp(prefix="bench-history-"))
+    found = History(others, {name: [] for name in READS})
+    try:
+        _write_mine(config, settings.results_topic)
+        child, url = _spawn(settings, work / "machine")
+        try:
+            for count in others:
+                _fill(config, settings, count)
+                written = time.monotonic()
+                _until(lambda: _listed(url, _runs(count)) == "served", "every run served")  # noqa: B023
+                # Its checkpoints (due checkpoint_interval_s after the last input) and run
+                # index written, so nothing of the aggregator's runs alongside our reads.
+                time.sleep(max(0.0, written + settings.checkpoint_interval_s - time.monotonic()))
+                _wait_idle(child.pid)
+                found.rss.append(_rss(child.pid))
+                for name, read in READS.items():
+                    found.times[name].append(_timed_read(lambda: read(kafka)))  # noqa: B023
+                _say(found, count)
+        finally:
+            _stop(child)
+        runs = _runs(others[-1])
+        found.restart_s = _restarted(settings, work / "machine", runs, "served")
+        found.stale_s = _restarted(settings, work / "new-machine", runs, "stale")
+    finally:
+        kafka.admin().delete_topics(settings.every_topic())
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+    return found
+
+
+def _say(found: History, count: int) -> None:
+    times = ", ".join(f"{name} {t[-1] * 1000:.0f} ms" for name, t in found.times.items())
+    print(f"  {count} others: RSS {found.rss[-1] / 2**20:.0f} MB; {times}", flush=True)
+
+
+def _write_mine(config: ClientConfig, topic: str) -> None:
+    producer = Producer({**config, "linger.ms": 20})
+    partition = partition_for(MINE, PARTITIONS)
+    for key, value in encoded_run(MINE, SAMPLES, EPOCHS):
+        produce(producer, topic, key, value, partition)
+    producer.flush(60)
+
+
+def _runs(others: int) -> int:
+    return -(-others // FILL_RUN_RECORDS) + 1  # the fill runs and ours
+
+
+def _fill(config: ClientConfig, settings: Settings, records: int) -> None:
+    # Our 100 records count among what fill_runs finds, but never make up a whole fill run.
+    seconds = fill_runs(config, settings.results_topic, PARTITIONS, records)
+    print(f"{records} other records in the log ({seconds:.0f}s writing)", flush=True)
+
+
+def _timed_read(action: Callable[[], object]) -> float:
+    action()  # warm: metadata, connections
+    times = []
+    for _ in range(_REPEATS):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _spawn(settings: Settings, state_dir: Path) -> tuple[subprocess.Popen[str], str]:
+    command = [sys.executable, "-m", "resultlog.cli", "aggregator", "--http", "127.0.0.1:0"]
+    child = subprocess.Popen(
+        [*command, "--state-dir", str(state_dir)],
+        env=settings_env(settings),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    url = line.split()[-1] if line.startswith("aggregator serving ") else ""
+    if not url.startswith("http"):
+        raise SystemExit(f"the aggregator did not start (exit {child.wait(10)})")
+    return child, url.rstrip("/")
+
+
+def _restarted(settings: Settings, state_dir: Path, runs: int, stage: str) -> float:
+    """Spawn an aggregator; seconds from spawn until every run is listed `stage` (stale:
+    stale or served)."""
+    started = time.perf_counter()
+    child, url = _spawn(settings, state_dir)
+    wanted = ("stale", "served") if stage == "stale" else ("served",)
+    try:
+        _until(lambda: _listed(url, runs) in wanted, f"every run {stage}")
+        return time.perf_counter() - started
+    finally:
+        _stop(child)
+
+
+def _listed(url: str, runs: int) -> str:
+    """ "served" once every run is served from the aggregator's state, "stale" while the
+    summaries topic's summaries of them are listed, "" otherwise."""
+    try:
+        listing = httpx.get(url + "/runs", params={"limit": 1}, timeout=30)
+        ready = httpx.get(url + "/healthz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return ""
+    if listing.headers.get("X-Total-Count") != str(runs):
+        return ""
+    return "served" if ready else "stale"  # ready: every partition caught up, nothing stale
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + _TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"not {what} in {_TIMEOUT_S:g}s")
+        time.sleep(0.05)
+
+
+def _wait_idle(pid: int) -> None:
+    """Wait (at most _IDLE_WAIT_S) until the process used under _IDLE_CPU of a core for
+    three seconds in a row."""
+    deadline = time.monotonic() + _IDLE_WAIT_S
+    idle = 0
+    while time.monotonic() < deadline and idle < 3:
+        before = _cpu_s(pid)
+        time.sleep(1.0)
+        idle = idle + 1 if _cpu_s(pid) - before < _IDLE_CPU else 0
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise SystemExit("no VmRSS")
+
+
+def _stop(child: subprocess.Popen[str]) -> None:
+    child.send_signal(signal.SIGTERM)
+    try:
+        child.wait(300)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait(10)
+
+
+def results(found: History) -> list[Result]:
+    """The figures with their baselines and goals."""
+    base, top = found.others[0], found.others[-1]
+    rows = [
+        Result(
+            f"{name} of a 100-record run, {count // 1000}k other records",
+            times[i],
+            "s",
+            times[0],
+            f"{base // 1000}k other records",
+            RATIO_GOAL,
+        )
+        for name, times in found.times.items()
+        for i, count in enumerate(found.others)
+        if i > 0
+    ]
+    first, second = found.others[-2], found.others[-1]
+    rows.append(
+        Result(
+            f"aggregator RSS growth per record, {first // 1000}k to {second // 1000}k",
+            found.bytes_per_record(),
+            "B",
+            goal=Goal("<", GOAL_BYTES_PER_RECORD),
+            note=f"RSS {found.rss[-2] / 2**20:.0f} MB -> {found.rss[-1] / 2**20:.0f} MB",
+        )
+    )
+    label = f"{top // 1000}k records"
+    rows.append(
+        Result(
+            f"aggregator restart with its state dir, every run served, {label}",
+            found.restart_s,
+            "s",
+            goal=Goal("<", GOAL_RESTART_S),
+        )
+    )
+    rows.append(
+        Result(
+            f"aggregator restart without state dir, stale summaries served, {label}",
+            found.stale_s,
+            "s",
+            goal=Goal("<", GOAL_RESTART_S),
+        )
+    )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure and print the figures with their goals."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--others", default="0,1000000,3000000", help="counts of other records, FIRST first"
+    )
+    add_results_argument(parser)
+    args = parser.parse_args(argv)
+    others = [int(n) for n in args.others.split(",")]
+    if len(others) < 3 or others != sorted(others):
+        parser.error("--others wants at least three increasing counts")
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
+    with bootstrap_servers() as bootstrap:
+        found = measure(bootstrap, others)
+    for row in results(found):
+        report(row, args.results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

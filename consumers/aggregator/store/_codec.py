@@ -1,0 +1,189 @@
+"""The state store's bytes: keys of one partition's runs, exact contributions, samples, totals.
+
+Keys: `T<run key>` a run's totals, `L<run key>\\0<sample_index><epoch>` a key's latest
+contribution, `S<run key>\\0<sample id>` a sample's epochs; the run key is its percent-encoded
+form, which never holds a NUL, so each run's entries share a prefix. Doubles are stored as
+IEEE bytes and scaled sums as integers, so what is read back holds the bits that were written.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from typing import Any
+
+from resultlog.consumers.fold import Contribution, FoldState, Sample, Shape, Tokens
+from resultlog.schemas import RunKey, ScoreValue, decode_run_key, encode_run_key
+
+__all__ = [
+    "LATEST",
+    "META",
+    "SAMPLES",
+    "TOTALS",
+    "StoreFormatError",
+    "decode_contribution",
+    "decode_sample",
+    "decode_totals",
+    "encode_contribution",
+    "encode_sample",
+    "encode_totals",
+    "latest_key",
+    "run_of_totals",
+    "run_prefix",
+    "totals_key",
+]
+
+META = b"\x00meta"
+TOTALS = b"T"
+LATEST = b"L"
+SAMPLES = b"S"
+_FIXED = struct.Struct("<qqqBBdBqqqqddqqBqHI")
+_METRIC = struct.Struct("<Hd")
+_SAMPLE = struct.Struct("<qq")
+_KEY = struct.Struct(">qq")
+_VALUES = tuple(ScoreValue)
+_VALUE_INDEX = {value: index for index, value in enumerate(_VALUES)}
+
+
+class StoreFormatError(ValueError):
+    """Bytes in the state store that are not what this version writes."""
+
+
+def run_prefix(kind: bytes, run_key: RunKey) -> bytes:
+    """The prefix of a run's entries of one kind (LATEST or SAMPLES)."""
+    return kind + encode_run_key(run_key) + b"\x00"
+
+
+def totals_key(run_key: RunKey) -> bytes:
+    """The key of a run's totals."""
+    return TOTALS + encode_run_key(run_key)
+
+
+def run_of_totals(key: bytes) -> RunKey:
+    """The run key of a totals key."""
+    return decode_run_key(key[len(TOTALS) :])
+
+
+def latest_key(prefix: bytes, key: tuple[int, int]) -> bytes:
+    """The store key of one (sample_index, epoch) under a run's LATEST prefix."""
+    return prefix + _KEY.pack(*key)
+
+
+def encode_contribution(item: Contribution) -> bytes:
+    """Every field of a contribution, exactly."""
+    sample_id = item.sample_id.encode("utf-8", "surrogatepass")
+    tokens, shape, numeric = item.tokens, item.shape, item.numeric
+    size = shape.dataset_size
+    parts = [
+        _FIXED.pack(
+            item.sample_index, item.epoch, item.created_at_ms, _VALUE_INDEX[item.value],
+            numeric is not None, 0.0 if numeric is None else numeric, item.degraded,
+            tokens.input, tokens.output, tokens.total, tokens.reasoning, item.cost, item.spent,
+            item.generation_time_ms, shape.epochs, size is not None, size or 0,
+            len(item.metrics), len(sample_id),
+        ),
+        sample_id,
+    ]  # fmt: skip
+    for name, value in item.metrics:
+        raw = name.encode("utf-8", "surrogatepass")
+        parts.append(_METRIC.pack(len(raw), value))
+        parts.append(raw)
+    return b"".join(parts)
+
+
+def decode_contribution(raw: bytes) -> Contribution:
+    """The contribution `encode_contribution` wrote."""
+    try:
+        (sample_index, epoch, created_at_ms, value, numeric_set, numeric, degraded, input_tokens,
+         output_tokens, total_tokens, reasoning_tokens, cost, spent, generation_time_ms, epochs,
+         size_set, size, metric_count, id_length) = _FIXED.unpack_from(raw)  # fmt: skip
+        cursor = _FIXED.size + id_length
+        sample_id = raw[_FIXED.size : cursor].decode("utf-8", "surrogatepass")
+        metrics = []
+        for _ in range(metric_count):
+            length, metric = _METRIC.unpack_from(raw, cursor)
+            cursor += _METRIC.size
+            metrics.append((raw[cursor : cursor + length].decode("utf-8", "surrogatepass"), metric))
+            cursor += length
+        if cursor != len(raw):
+            raise StoreFormatError(f"a contribution of {len(raw)} bytes holds {cursor}")
+        return Contribution(
+            sample_id, sample_index, epoch, _VALUES[value], numeric if numeric_set else None,
+            bool(degraded), tuple(metrics),
+            Tokens(input_tokens, output_tokens, total_tokens, reasoning_tokens), cost, spent,
+            generation_time_ms, Shape(epochs, size if size_set else None), created_at_ms,
+        )  # fmt: skip
+    except (struct.error, UnicodeDecodeError, IndexError) as exc:
+        raise StoreFormatError(f"an undecodable contribution: {exc}") from exc
+
+
+def encode_sample(sample: Sample) -> bytes:
+    """A sample's epochs, kept epochs and exact scaled points."""
+    return _SAMPLE.pack(sample.epochs, sample.kept) + _int_bytes(sample.points)
+
+
+def decode_sample(raw: bytes) -> Sample:
+    """The sample `encode_sample` wrote."""
+    try:
+        epochs, kept = _SAMPLE.unpack_from(raw)
+    except struct.error as exc:
+        raise StoreFormatError(f"an undecodable sample: {exc}") from exc
+    return Sample(epochs, kept, int.from_bytes(raw[_SAMPLE.size :], "little", signed=True))
+
+
+def encode_totals(state: FoldState, latest: int) -> bytes:
+    """A run's totals and how many per-key entries it has."""
+    (spent, newest, records, degraded, not_skipped, tokens, cost, time_ms, sums, counts,
+     answered, skipped, correct, by_kept) = state  # fmt: skip
+    body = {
+        "latest": latest,
+        "spent": spent,
+        "newest": None if newest is None else _text(encode_contribution(newest)),
+        "ints": [
+            records,
+            degraded,
+            not_skipped,
+            *tokens,
+            cost,
+            time_ms,
+            answered,
+            skipped,
+            correct,
+        ],
+        "metric_sums": sums,
+        "metric_counts": counts,
+        "points_by_kept": [[kept, points] for kept, points in by_kept.items()],
+    }
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def decode_totals(raw: bytes) -> tuple[FoldState, int]:
+    """What `encode_totals` wrote: the fold state and its per-key entry count."""
+    try:
+        body: dict[str, Any] = json.loads(raw)
+        newest = body["newest"]
+        (records, degraded, not_skipped, t0, t1, t2, t3, cost, time_ms, answered, skipped,
+         correct) = body["ints"]  # fmt: skip
+        state: FoldState = (
+            body["spent"],
+            None if newest is None else decode_contribution(base64.b64decode(newest)),
+            records, degraded, not_skipped, (t0, t1, t2, t3), cost, time_ms,
+            {str(k): int(v) for k, v in body["metric_sums"].items()},
+            {str(k): int(v) for k, v in body["metric_counts"].items()},
+            answered, skipped, correct,
+            {int(kept): int(points) for kept, points in body["points_by_kept"]},
+        )  # fmt: skip
+        return state, int(body["latest"])
+    except StoreFormatError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreFormatError(f"undecodable run totals: {exc!r}") from exc
+
+
+def _int_bytes(value: int) -> bytes:
+    return value.to_bytes(value.bit_length() // 8 + 1, "little", signed=True)
+
+
+def _text(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")

@@ -1,0 +1,140 @@
+"""Open a partition's store and decide whether what it holds can be trusted.
+
+A store is used only if its meta names this exact log (cluster ID, topic ID, topic, partition
+count, partition), covers an offset between the partition's log start and its high
+watermark, and was written within the results topic's delete.retention.ms (older, tombstones
+in the tail may have been compacted away). Anything else is refused with its reason (a metric
+label) and the store is emptied: it is rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocksdict import Rdict
+
+from resultlog.consumers.aggregator.store._codec import StoreFormatError
+from resultlog.consumers.aggregator.store._store import (
+    DEFAULT_MEMORY,
+    LogIdentity,
+    PartitionStore,
+    StoreMeta,
+    db_options,
+    scratch_path,
+)
+from resultlog.consumers.fold import RunFold
+from resultlog.schemas import RunKey
+
+__all__ = ["Opened", "Refused", "open_store", "partition_path"]
+
+log = logging.getLogger(__name__)
+_LOCK_WAIT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why a store's content is not used (`reason` is a metric label)."""
+
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Opened:
+    """An open store and what it restored: folds up to `next_offset`, or why nothing."""
+
+    store: PartitionStore
+    next_offset: int | None
+    folds: dict[RunKey, RunFold]
+    refused: Refused | None
+
+
+def partition_path(root: Path, topic: str, partition: int) -> Path:
+    """Where a results partition's store lives under the state directory."""
+    return root / topic / str(partition)
+
+
+def open_store(
+    root: Path,
+    identity: LogIdentity,
+    partition: int,
+    bounds: tuple[int, int | None],
+    *,
+    max_age_ms: int,
+    cache_keys: int,
+    memory_bytes: int = DEFAULT_MEMORY,
+) -> Opened:
+    """The partition's store, with its folds if they can be trusted (emptied otherwise)."""
+    path = partition_path(root, identity.topic, partition)
+    store = _open(path, partition, cache_keys, memory_bytes)
+    try:
+        meta = store.meta()
+        refused = _check(meta, identity, partition, bounds, max_age_ms)
+        if refused is None and meta is not None:
+            return Opened(store, meta.next_offset, store.folds(), None)
+    except StoreFormatError as exc:
+        refused = Refused("corrupt", str(exc))
+    if refused is not None and refused.reason == "missing" and store.empty():
+        return Opened(store, None, {}, refused)
+    store.close()
+    Rdict.destroy(str(store.path), db_options())
+    return Opened(_open(store.path, partition, cache_keys, memory_bytes), None, {}, refused)
+
+
+def _check(
+    meta: StoreMeta | None,
+    identity: LogIdentity,
+    partition: int,
+    bounds: tuple[int, int | None],
+    max_age_ms: int,
+) -> Refused | None:
+    if meta is None:
+        return Refused("missing", "no state was saved here")
+    theirs = meta.identity
+    if theirs.cluster_id != identity.cluster_id:
+        return Refused("foreign_cluster", f"saved from cluster {theirs.cluster_id!r}")
+    if (theirs.topic, theirs.topic_id) != (identity.topic, identity.topic_id):
+        return Refused(
+            "foreign_topic", f"saved from {theirs.topic} with topic ID {theirs.topic_id}"
+        )
+    if theirs.partitions != identity.partitions or meta.partition != partition:
+        return Refused(
+            "foreign_layout", f"saved for partition {meta.partition} of {theirs.partitions}"
+        )
+    low, high = bounds
+    if high is None or meta.next_offset > high:
+        return Refused("beyond_end", f"it covers offsets up to {meta.next_offset}, past {high}")
+    if meta.next_offset < low:
+        return Refused("truncated", f"it covers offsets up to {meta.next_offset}, below {low}")
+    if meta.written_at_ms < int(time.time() * 1000) - max_age_ms:
+        return Refused(
+            "stale",
+            "saved longer ago than the results topic's delete.retention.ms: "
+            "tombstones after it may be gone",
+        )
+    return None
+
+
+def _open(path: Path, partition: int, cache_keys: int, memory_bytes: int) -> PartitionStore:
+    """Open (creating) the database; a private copy if another process holds it too long."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + _LOCK_WAIT_S
+    while True:
+        try:
+            db = Rdict(str(path), db_options(memory_bytes))
+            return PartitionStore(db, path, partition, cache_keys)
+        except Exception as exc:  # rocksdict raises plain Exceptions: a held lock among them
+            if "lock" not in str(exc).lower():
+                raise StoreFormatError(f"cannot open the state store {path}: {exc}") from exc
+            if time.monotonic() >= deadline:
+                private = scratch_path(path)
+                log.warning("%s is in use by another process; folding into %s", path, private)
+                store = PartitionStore(
+                    Rdict(str(private), db_options(memory_bytes)), private, partition, cache_keys
+                )
+                store.scratch = True
+                return store
+            time.sleep(0.1)

@@ -1,0 +1,332 @@
+"""One results partition's fold state on disk (RocksDB), with a bounded cache of hot keys.
+
+Writes are buffered in memory and flushed in one atomic write batch together with the offset
+they cover (`next_offset`), so the store always holds the state of a prefix of the partition:
+a SIGKILL at any moment leaves the last flushed prefix, and the tail is read again. Memory
+holds each run's totals, the unflushed entries (at most `cache_keys` past a record boundary)
+and at most `cache_keys` clean ones, least recently used first out.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rocksdict import (
+    BlockBasedOptions,
+    Cache,
+    Options,
+    Rdict,
+    RdictIter,
+    WriteBatch,
+    WriteBufferManager,
+)
+
+from resultlog.consumers.aggregator.store._codec import (
+    LATEST,
+    META,
+    SAMPLES,
+    TOTALS,
+    StoreFormatError,
+    decode_contribution,
+    decode_sample,
+    decode_totals,
+    encode_contribution,
+    encode_sample,
+    encode_totals,
+    run_of_totals,
+    run_prefix,
+    totals_key,
+)
+from resultlog.consumers.aggregator.store._maps import LatestMap, SampleMap
+from resultlog.consumers.fold import Contribution, RunFold, Sample
+from resultlog.schemas import RunKey
+
+__all__ = ["DEFAULT_MEMORY", "FORMAT", "LogIdentity", "PartitionStore", "StoreMeta"]
+
+log = logging.getLogger(__name__)
+FORMAT = 1
+_V = TypeVar("_V")
+_MISSING: Any = object()
+_ABSENT: Any = None  # a key known to hold nothing (cached misses and pending deletes)
+
+
+@dataclass(frozen=True)
+class LogIdentity:
+    """The exact log a piece of state comes from: cluster, topic (by id), partition count."""
+
+    cluster_id: str
+    topic: str
+    topic_id: str
+    partitions: int
+
+
+@dataclass(frozen=True)
+class StoreMeta:
+    """What a store says it holds: whose partition, up to which offset, written when."""
+
+    format: int
+    identity: LogIdentity
+    partition: int
+    next_offset: int
+    written_at_ms: int
+
+    def encode(self) -> bytes:
+        """The meta entry's bytes."""
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> StoreMeta:
+        """The meta entry; StoreFormatError if it is not one this version writes."""
+        try:
+            body = json.loads(raw)
+            identity = LogIdentity(**body.pop("identity"))
+            meta = cls(identity=identity, **body)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise StoreFormatError(f"an undecodable meta entry: {exc!r}") from exc
+        if meta.format != FORMAT:
+            raise StoreFormatError(f"format {meta.format}, this version reads {FORMAT}")
+        return meta
+
+
+DEFAULT_MEMORY = 64 << 20
+
+
+@functools.cache
+def _shared(memory_bytes: int) -> tuple[Cache, WriteBufferManager]:
+    """One LRU block cache per process for every store, their memtables charged to it."""
+    cache = Cache(memory_bytes)
+    return cache, WriteBufferManager.new_write_buffer_manager_with_cache(
+        memory_bytes // 2, False, cache
+    )
+
+
+def db_options(memory_bytes: int = DEFAULT_MEMORY) -> Options:
+    """Options whose memory does not grow with the data: small memtables, and blocks, index
+    and filters all in the one shared cache of `memory_bytes` (else each table file's index
+    stays in memory: memory growing with the partition)."""
+    cache, manager = _shared(memory_bytes)
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.set_write_buffer_size(min(4 << 20, memory_bytes // 16))
+    options.set_max_write_buffer_number(2)
+    options.set_max_open_files(64)
+    options.set_write_buffer_manager(manager)
+    table = BlockBasedOptions()
+    table.set_block_cache(cache)
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+    table.set_bloom_filter(10, False)
+    options.set_block_based_table_factory(table)
+    return options
+
+
+class PartitionStore:
+    """The disk-backed per-key state of one results partition's runs."""
+
+    def __init__(self, db: Rdict, path: Path, partition: int, cache_keys: int) -> None:
+        self.path = path
+        self.partition = partition
+        self.identity: LogIdentity | None = None  # what every flush's meta names
+        self._db = db
+        self._limit = max(cache_keys, 1)
+        self._clean: OrderedDict[bytes, Any] = OrderedDict()
+        self._dirty: dict[bytes, Any] = {}
+        self._dirty_under: dict[bytes, set[bytes]] = {}  # map prefix -> its pending keys
+        self._unsaved: dict[RunKey, RunFold] = {}
+        self.scratch = False  # a private copy (the shared one was locked): removed on close
+        self.flushed_at = time.monotonic()
+        self.covers: int | None = None  # the offset the meta on disk names
+
+    # -- what the maps call -----------------------------------------------------------------
+
+    def load(self, key: bytes, decode: Callable[[bytes], _V]) -> _V | None:
+        """The value under `key`, from the pending writes, the cache or the disk."""
+        value = self._dirty.get(key, _MISSING)
+        if value is not _MISSING:
+            return value  # type: ignore[no-any-return]
+        clean = self._clean
+        value = clean.get(key, _MISSING)
+        if value is not _MISSING:
+            clean.move_to_end(key)
+            return value  # type: ignore[no-any-return]
+        raw = self._db.get(key)
+        value = _ABSENT if raw is None else decode(raw)
+        clean[key] = value
+        if len(clean) > self._limit:
+            clean.popitem(last=False)
+        return value
+
+    def save(self, key: bytes, value: object, prefix: bytes) -> None:
+        """Set (None: delete) `key` (under a map's `prefix`), in memory until the next flush."""
+        self._dirty[key] = value
+        under = self._dirty_under.get(prefix)
+        if under is None:
+            under = self._dirty_under[prefix] = set()
+        under.add(key)
+
+    def scan(self, prefix: bytes, decode: Callable[[bytes], _V]) -> list[tuple[bytes, _V]]:
+        """Every (key, value) under `prefix`, pending writes included."""
+        found: dict[bytes, Any] = {}
+        for key, raw in self._items(prefix):
+            found[key] = raw
+        dirty = self._dirty
+        for key in self._dirty_under.get(prefix, ()):
+            found[key] = dirty[key]
+        out = []
+        for key, held in found.items():
+            value = decode(held) if isinstance(held, bytes) else held
+            if value is not None:
+                out.append((key, value))
+        return out
+
+    @staticmethod
+    def decode_contribution(raw: bytes) -> Contribution:
+        """A stored contribution."""
+        return decode_contribution(raw)
+
+    @staticmethod
+    def decode_sample(raw: bytes) -> Sample:
+        """A stored sample."""
+        return decode_sample(raw)
+
+    # -- what the aggregator state calls ----------------------------------------------------
+
+    def new_fold(self, run_key: RunKey) -> RunFold:
+        """An empty fold of a run whose per-key state lives here."""
+        latest = LatestMap(self, run_prefix(LATEST, run_key))
+        samples = SampleMap(self, run_prefix(SAMPLES, run_key))
+        return RunFold(run_key, latest, samples.emptied())
+
+    def touched(self, fold: RunFold) -> None:
+        """The fold changed: save its totals at the next flush."""
+        self._unsaved[fold.run_key] = fold
+
+    @property
+    def pending(self) -> int:
+        """Entries written since the last flush."""
+        return len(self._dirty)
+
+    @property
+    def full(self) -> bool:
+        """Whether the pending writes reached the cache's size: flush at the next boundary."""
+        return len(self._dirty) >= self._limit
+
+    def flush(self, next_offset: int | None) -> None:
+        """Write the pending entries and changed totals in one batch, with the offset they
+        cover (None while the store is being filled from a checkpoint: no meta yet)."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value in self._dirty.items():
+            if value is None:
+                batch.delete(key)
+            elif key.startswith(LATEST):
+                batch.put(key, encode_contribution(value))
+            else:
+                batch.put(key, encode_sample(value))
+        for run_key, fold in self._unsaved.items():
+            if len(fold):
+                batch.put(totals_key(run_key), encode_totals(fold.state(), len(fold)))
+            else:
+                batch.delete(totals_key(run_key))
+        if next_offset is not None and self.identity is not None:
+            now_ms = int(time.time() * 1000)
+            meta = StoreMeta(FORMAT, self.identity, self.partition, next_offset, now_ms)
+            batch.put(META, meta.encode())
+            self.covers = next_offset
+        self._db.write(batch)
+        clean = self._clean
+        for key, value in self._dirty.items():
+            clean[key] = value
+            clean.move_to_end(key)
+        while len(clean) > self._limit:
+            clean.popitem(last=False)
+        self._dirty.clear()
+        self._dirty_under.clear()
+        self._unsaved.clear()
+        self.flushed_at = time.monotonic()
+
+    def meta(self) -> StoreMeta | None:
+        """The meta entry on disk (StoreFormatError if it does not decode)."""
+        raw = self._db.get(META)
+        return None if raw is None else StoreMeta.decode(raw)
+
+    def empty(self) -> bool:
+        """Whether the store holds nothing at all."""
+        return next(iter(self._items(b"")), None) is None
+
+    def folds(self) -> dict[RunKey, RunFold]:
+        """Every run's fold, resumed from its saved totals (StoreFormatError if one is bad)."""
+        folds: dict[RunKey, RunFold] = {}
+        for key, raw in self._items(TOTALS):
+            run_key = run_of_totals(key)
+            state, latest_count = decode_totals(raw)
+            latest = LatestMap(self, run_prefix(LATEST, run_key), latest_count)
+            samples = SampleMap(self, run_prefix(SAMPLES, run_key), None)
+            folds[run_key] = RunFold.resume(run_key, state, latest, samples.emptied(), samples)
+        return folds
+
+    def restore_fold(self, run_key: RunKey, contributions: list[Contribution]) -> RunFold:
+        """A fold here holding these contributions (a checkpoint's), flushing (without an
+        offset) whenever the pending writes fill the cache."""
+        fold = self.new_fold(run_key)
+        for item in sorted(contributions, key=Contribution.newness, reverse=True):
+            fold.apply(item)  # newest first: the shape is set once, as RunFold.restore does
+            if self.full:
+                self.touched(fold)
+                self.flush(None)
+        self.touched(fold)
+        return fold
+
+    def runs(self) -> Iterator[tuple[RunKey, list[Contribution]]]:
+        """Each run's latest contributions as last flushed, read from a snapshot taken now."""
+        snapshot = self._db.snapshot()
+
+        def read() -> Iterator[tuple[RunKey, list[Contribution]]]:
+            for key, _ in _prefixed(snapshot.iter(), TOTALS):
+                run_key = run_of_totals(key)
+                prefix = run_prefix(LATEST, run_key)
+                items = _prefixed(snapshot.iter(), prefix)
+                yield run_key, [decode_contribution(raw) for _, raw in items]
+
+        return read()
+
+    def close(self) -> None:
+        """Release the database (a scratch copy is removed)."""
+        self._db.close()
+        if self.scratch:
+            Rdict.destroy(str(self.path), db_options())
+        self._clean.clear()
+        self._dirty.clear()
+        self._dirty_under.clear()
+
+    def _items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return _prefixed(self._db.iter(), prefix)
+
+
+def _prefixed(it: RdictIter, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    it.seek(prefix)
+    while it.valid():
+        key = it.key()
+        if not key.startswith(prefix):
+            return
+        yield key, it.value()
+        it.next()
+
+
+def scratch_path(path: Path) -> Path:
+    """A private directory beside `path` for when `path` is locked by another process."""
+    return path.with_name(f"{path.name}.scratch-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def store_error(exc: Exception) -> StoreFormatError:
+    """A RocksDB failure as the store's error."""
+    return StoreFormatError(str(exc))
