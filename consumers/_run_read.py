@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from resultlog.consumers._index_codec import MARKER_KEY, IndexRecord, IndexRecordError, decode
-from resultlog.consumers._scan import scan, scan_ranges
+from resultlog.consumers._scan import scan, scan_ranges, watermark_offsets
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 
@@ -55,9 +55,7 @@ def read_run(kafka: KafkaConnection, run_key: RunKey, timeout_s: float) -> Itera
         topic = kafka.results_topic
         count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
         partition = partition_for(run_key, count)
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=timeout_s, cached=False
-        )
+        low, high = watermark_offsets(consumer, TopicPartition(topic, partition), timeout_s)
         if high <= low:
             yield RunRead(partition, high, iter(()), guided=True)
             return

@@ -6,14 +6,46 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from resultlog.consumers.errors import ConsumerError
 
-__all__ = ["scan", "scan_ranges"]
+__all__ = ["scan", "scan_ranges", "watermark_offsets"]
 
 _BATCH = 10_000
 _POLL_S = 0.1
+# A partition with no leader yet (a topic just created, a leader moving) settles in moments.
+_LEADERLESS = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
+
+def watermark_offsets(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """The partition's low and high watermarks, retried while it has no leader yet."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.05
+    while True:
+        left = max(0.1, deadline - time.monotonic())
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=left, cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() not in _LEADERLESS or time.monotonic() + pause >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(1.0, pause * 2)
 
 
 def scan(
@@ -23,9 +55,7 @@ def scan(
     highs: dict[int, int] = {}
     ends: dict[int, int] = {}  # the partitions with messages to read
     for partition in partitions:
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=timeout_s, cached=False
-        )
+        low, high = watermark_offsets(consumer, TopicPartition(topic, partition), timeout_s)
         highs[partition] = high
         if high > low:
             ends[partition] = high

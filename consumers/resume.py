@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from resultlog.consumers._decode import created_us, decode_value, decode_view
 from resultlog.consumers._run_read import index_partition, read_run
-from resultlog.consumers._scan import scan_ranges
+from resultlog.consumers._scan import scan_ranges, watermark_offsets
 from resultlog.consumers.dlq import reason_kind
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution, RunFold
@@ -277,9 +277,7 @@ def _live_run_keys(
     them, or (with `start`) those from `start` on."""
     run_keys: dict[bytes, RunKey | None] = {}  # each distinct key decoded once
     live: dict[bytes, bool] = {}
-    low, high = consumer.get_watermark_offsets(
-        TopicPartition(topic, partition), timeout=timeout_s, cached=False
-    )
+    low, high = watermark_offsets(consumer, TopicPartition(topic, partition), timeout_s)
     begin = low if start is None else max(low, start)
     for message in scan_ranges(consumer, topic, partition, [(begin, high)], timeout_s):
         raw = message.key()

@@ -23,6 +23,7 @@ from typing import Literal
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from resultlog.consumers._scan import watermark_offsets
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce, produce_acked
 from resultlog.schemas import RunKey, encode_key, partition_for, run_key_prefix
@@ -90,7 +91,7 @@ class SpendLedger:
         """Read the run key's entries from the partition's start to its current end."""
         tp = TopicPartition(self._topic, self._partition)
         try:
-            _, high = self._consumer.get_watermark_offsets(tp, timeout=_TIMEOUT_S, cached=False)
+            _, high = watermark_offsets(self._consumer, tp, _TIMEOUT_S)
         except KafkaException as exc:
             raise SpendLedgerError(f"cannot read the spend of {self.run_key}: {exc}") from exc
         self._consumer.assign([TopicPartition(self._topic, self._partition, OFFSET_BEGINNING)])

@@ -26,6 +26,7 @@ from tests.support.aggregator import held, serving_aggregator
 from tests.support.audit import report
 from tests.support.kafka import RawRecord, read_partition, run_partition, topic_settings, write
 from tests.support.records import make_record
+from tests.support.runindex import full_scan, read_one_run, wait_indexed
 from tests.support.runs import MODEL, run_once
 from tests.support.summaries import Summary, bare, expected
 from tests.support.waiting import wait_for
@@ -97,6 +98,11 @@ def _compact_and_compare(
     report(f"compaction-{phase}", raw_before=raw_before, raw_after=raw_after, wrong_summaries=wrong)
     assert wrong == 0, (views_before, views_after)
     assert raw_after < raw_before
+    for run_key in run_keys:  # offsets never move: the index still guides reads, exactly
+        scan = full_scan(settings, run_key)
+        wait_indexed(settings, run_key, max(offset for offset, _ in scan.values()) + 1)
+        out = read_one_run(settings, run_key)
+        assert out.guided and out.latest == scan, run_key
     return raw_before, raw_after
 
 
