@@ -22,9 +22,10 @@ TOKEN = "s3cret-token-for-the-read-api"
 
 @pytest.fixture
 def guarded(aggregator: Aggregator) -> Iterator[str]:
-    """The aggregator's HTTP API behind TOKEN."""
+    """The aggregator's HTTP API behind TOKEN, once caught up (before, a run is 503)."""
     server = HttpServer(create_app(aggregator, token=SecretStr(TOKEN)), "127.0.0.1", 0)
     server.start_in_thread()
+    wait_for(lambda: aggregator.health().ready, "the aggregator to catch up")
     try:
         yield server.url
     finally:
