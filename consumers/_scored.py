@@ -37,6 +37,19 @@ class ScorerTotals:
         self._squares_by_count: defaultdict[int, int] = defaultdict(int)  # scaled sums squared
         self.samples = 0
 
+    @classmethod
+    def of_samples(cls, by_sample: dict[str, tuple[int, int]]) -> ScorerTotals:
+        """The totals holding these samples' (epochs, scaled sum), as `held` returned them."""
+        totals = cls()
+        for sample_id, (count, total) in by_sample.items():
+            totals._by_sample[sample_id] = (count, total)
+            totals._count(count, total, 1)
+        return totals
+
+    def held(self) -> dict[str, tuple[int, int]]:
+        """Each scored sample's (epochs, scaled sum): all `of_samples` needs."""
+        return dict(self._by_sample)
+
     def add(self, sample_id: str, points: int, sign: int) -> None:
         """Add (sign 1) or take away (sign -1) one epoch's scaled value of a sample."""
         count, total = self._by_sample.get(sample_id, (0, 0))

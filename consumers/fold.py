@@ -65,7 +65,8 @@ Latest = MutableMapping[tuple[int, int], Contribution]
 Samples = MutableMapping[str, _Sample]
 # A fold's totals as plain values (what a state store saves to resume it without a refold):
 # spent, newest, records, degraded, not_skipped, tokens, cost, generation_time_ms,
-# metric_sums, metric_counts, answered, skipped, correct, points_by_kept.
+# metric_sums, metric_counts, answered, skipped, correct, points_by_kept and, per `scorer:`
+# metric, each scored sample's (epochs, scaled sum).
 FoldState = tuple[
     int,
     Contribution | None,
@@ -81,6 +82,7 @@ FoldState = tuple[
     int,
     int,
     dict[int, int],
+    dict[str, dict[str, tuple[int, int]]],
 ]
 
 
@@ -334,6 +336,7 @@ class RunFold:
             t.skipped,
             t.correct,
             dict(t.points_by_kept),
+            {name: totals.held() for name, totals in t.scorers.items()},
         )
 
     @classmethod
@@ -350,7 +353,7 @@ class RunFold:
         resumed = cls.__new__(cls)  # not __init__: its empty per-sample mapping would clear
         resumed.run_key, resumed._latest, resumed._new_samples = run_key, latest, samples
         (spent, newest, records, degraded, not_skipped, tokens, cost, time_ms,
-         sums, counts, answered, skipped, correct, by_kept) = state  # fmt: skip
+         sums, counts, answered, skipped, correct, by_kept, scorers) = state  # fmt: skip
         resumed._spent, resumed._newest = spent, newest
         resumed._totals = _Totals(
             records=records,
@@ -361,6 +364,7 @@ class RunFold:
             generation_time_ms=time_ms,
             metric_sums=defaultdict(int, sums),
             metric_counts=Counter(counts),
+            scorers={name: ScorerTotals.of_samples(held) for name, held in scorers.items()},
             samples=held_samples,
             answered=answered,
             skipped=skipped,

@@ -135,7 +135,7 @@ def decode_sample(raw: bytes) -> Sample:
 def encode_totals(state: FoldState, latest: int) -> bytes:
     """A run's totals and how many per-key entries it has."""
     (spent, newest, records, degraded, not_skipped, tokens, cost, time_ms, sums, counts,
-     answered, skipped, correct, by_kept) = state  # fmt: skip
+     answered, skipped, correct, by_kept, scorers) = state  # fmt: skip
     body = {
         "latest": latest,
         "spent": spent,
@@ -154,6 +154,10 @@ def encode_totals(state: FoldState, latest: int) -> bytes:
         "metric_sums": sums,
         "metric_counts": counts,
         "points_by_kept": [[kept, points] for kept, points in by_kept.items()],
+        "scorers": {
+            name: [[sample_id, count, total] for sample_id, (count, total) in held.items()]
+            for name, held in scorers.items()
+        },
     }
     return json.dumps(body, separators=(",", ":")).encode()
 
@@ -173,6 +177,10 @@ def decode_totals(raw: bytes) -> tuple[FoldState, int]:
             {str(k): int(v) for k, v in body["metric_counts"].items()},
             answered, skipped, correct,
             {int(kept): int(points) for kept, points in body["points_by_kept"]},
+            {
+                str(name): {str(s): (int(c), int(t)) for s, c, t in held}
+                for name, held in body["scorers"].items()
+            },
         )  # fmt: skip
         return state, int(body["latest"])
     except StoreFormatError:
