@@ -7,11 +7,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
-from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
+from resultlog.consumers.aggregator import Aggregator
 from resultlog.settings import Settings
-from tests.support.aggregator import raw_get
+from tests.support.aggregator import raw_get, serving
 from tests.support.kafka import write
 from tests.support.page import (
     OUTCOMES_A,
@@ -146,13 +145,9 @@ def test_the_page_parts_show_the_json_figures(loaded: str) -> None:
 
 @pytest.fixture
 def guarded(aggregator: Aggregator) -> Iterator[str]:
-    """The aggregator's HTTP API behind TOKEN."""
-    server = HttpServer(create_app(aggregator, token=SecretStr(TOKEN)), "127.0.0.1", 0)
-    server.start_in_thread()
-    try:
-        yield server.url
-    finally:
-        server.close()
+    """The aggregator's HTTP API behind TOKEN, once caught up."""
+    with serving(aggregator, TOKEN) as url:
+        yield url
 
 
 @pytest.mark.parametrize(

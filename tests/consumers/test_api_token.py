@@ -9,11 +9,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from resultlog.broker._tls import ensure_tls_files
-from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
+from resultlog.consumers.aggregator import Aggregator
 from resultlog.settings import Settings
+from tests.support.aggregator import serving
 from tests.support.cli import child_env, cli_argv, one_line_error, run_cli
 from tests.support.waiting import wait_for
 
@@ -22,14 +22,9 @@ TOKEN = "s3cret-token-for-the-read-api"
 
 @pytest.fixture
 def guarded(aggregator: Aggregator) -> Iterator[str]:
-    """The aggregator's HTTP API behind TOKEN, once caught up (before, a run is 503)."""
-    server = HttpServer(create_app(aggregator, token=SecretStr(TOKEN)), "127.0.0.1", 0)
-    server.start_in_thread()
-    wait_for(lambda: aggregator.health().ready, "the aggregator to catch up")
-    try:
-        yield server.url
-    finally:
-        server.close()
+    """The aggregator's HTTP API behind TOKEN, once caught up."""
+    with serving(aggregator, TOKEN) as url:
+        yield url
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import SecretStr
 
 from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 from resultlog.kafka import KafkaConnection
@@ -50,9 +51,11 @@ def metric(aggregator: Aggregator, name: str, **labels: str) -> float:
 
 
 @contextlib.contextmanager
-def serving(aggregator: Aggregator) -> Iterator[str]:
-    """The aggregator's HTTP API on a free port, once every partition is caught up."""
-    server = HttpServer(create_app(aggregator), "127.0.0.1", 0)
+def serving(aggregator: Aggregator, token: str | None = None) -> Iterator[str]:
+    """The aggregator's HTTP API on a free port (behind `token` if given), once every
+    partition is caught up (before, a run's routes answer 503)."""
+    secret = None if token is None else SecretStr(token)
+    server = HttpServer(create_app(aggregator, token=secret), "127.0.0.1", 0)
     server.start_in_thread()
     try:
         health = aggregator.health
