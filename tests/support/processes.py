@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,10 @@ T = TypeVar("T")
 
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     """A `resultlog` command running in the background, its output captured."""
+    # An ignored SIGINT is inherited across exec (a shell's background job runs so): the
+    # child must take SIGINT as from a terminal, so the tests do not pass it down ignored.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     return subprocess.Popen(
         cli_argv(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
