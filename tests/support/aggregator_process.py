@@ -1,0 +1,107 @@
+"""`resultlog aggregator` as a real process, what it serves and logs, and the log it reads."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from resultlog.kafka import KafkaConnection
+from resultlog.schemas import RunKey, SampleResult
+from resultlog.settings import Settings
+from tests.support.aggregator import path
+from tests.support.cli import child_env, run_cli
+from tests.support.processes import start
+from tests.support.records import make_record
+from tests.support.summaries import bare, expected
+from tests.support.waiting import wait_for
+
+
+class AggregatorProcess:
+    """An aggregator process, its HTTP API and (once stopped) its stderr."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.stderr = ""
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One of its metrics, from /metrics (0 when it has none yet)."""
+        text = httpx.get(self.url + "/metrics", timeout=5).text
+        label = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        wanted = f"resultlog_aggregator_{name}" + (f"{{{label}}}" if label else "")
+        for line in text.splitlines():
+            if line.startswith(wanted + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def wait_equal(self, settings: Settings, runs: list[RunKey]) -> None:
+        """Wait until it serves, not stale, what replay says of each run."""
+        want = {k: expected(settings, k) for k in runs}
+        assert all(w["records"] > 0 for w in want.values())
+        wait_for(lambda: {k: self._served(k) for k in runs} == want, "replay's summaries")
+
+    def warnings(self, reason: str, of: str = "") -> int:
+        """How many WARNING lines ignored saved state (`of`: "checkpoint", ...) for `reason`."""
+        return len(re.findall(rf"WARNING.*ignoring the {of}.*\({reason}\)", self.stderr))
+
+    def _served(self, run_key: RunKey) -> object:
+        response = httpx.get(self.url + path(run_key), timeout=5)
+        body = response.json()
+        return bare(body) if response.status_code == 200 and "stale" not in body else None
+
+
+@contextmanager
+def aggregator_process(
+    settings: Settings, stop: signal.Signals = signal.SIGTERM
+) -> Iterator[AggregatorProcess]:
+    """`resultlog aggregator` on the settings, stopped by `stop` on exit (a SIGTERM must leave
+    no traceback)."""
+    process = start(["aggregator", "--http", "127.0.0.1:0"], child_env(settings))
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("aggregator serving http://"):
+        process.kill()
+        pytest.fail(f"unexpected first line {line!r}: {process.communicate(timeout=10)[1][-2000:]}")
+    running = AggregatorProcess(line.split()[-1].rstrip("/"))
+    try:
+        yield running
+    finally:
+        process.send_signal(stop)
+        _, running.stderr = process.communicate(timeout=60)
+        assert "Traceback" not in running.stderr, running.stderr[-3000:]
+
+
+def recreate_results_topic(settings: Settings) -> None:
+    """Delete the results topic and create it again with `topics create` (a new topic ID)."""
+    with KafkaConnection(settings) as kafka:
+        admin = kafka.admin()  # kept referenced: its futures die with it
+        admin.delete_topics([settings.results_topic])[settings.results_topic].result(30)
+    deadline = time.monotonic() + 60
+    while True:
+        done = run_cli(child_env(settings), "topics", "create")
+        if done.returncode == 0:
+            return
+        assert time.monotonic() < deadline, done.stderr
+        time.sleep(1)
+
+
+def two_epoch_records(runs: list[RunKey], indexes: range) -> list[SampleResult]:
+    """Two epochs of each sample index of each run, with numeric scores."""
+    return [
+        make_record(
+            i,
+            epoch,
+            "CI"[(i + epoch) % 2],
+            run_key=run_key,
+            numeric=0.1 * (i % 7),
+            dataset_size=1000,
+        )
+        for run_key in runs
+        for i in indexes
+        for epoch in range(2)
+    ]
