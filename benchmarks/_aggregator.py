@@ -16,7 +16,7 @@ from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
 
-__all__ = ["consumed", "fresh_settings", "serving"]
+__all__ = ["consumed", "fresh_settings", "serving", "spawn"]
 
 _CONSUMED = "resultlog_aggregator_records_consumed_total"
 
@@ -43,6 +43,16 @@ def serving(settings: Settings) -> Iterator[str]:
         KafkaConnection(settings).admin().delete_topics(settings.every_topic())
 
 
+def spawn(settings: Settings, *options: str) -> tuple[subprocess.Popen[str], str]:
+    """`resultlog aggregator --http 127.0.0.1:0 OPTIONS` on the settings, and its base URL
+    once it announced it (not yet ready)."""
+    command = [sys.executable, "-m", "resultlog.cli", "aggregator", "--http", "127.0.0.1:0"]
+    child = subprocess.Popen(
+        [*command, *options], env=settings_env(settings), stdout=subprocess.PIPE, text=True
+    )
+    return child, _announced(child)
+
+
 def consumed(client: httpx.Client, base_url: str) -> int:
     """The aggregator's records-consumed counter, read from /metrics."""
     for line in client.get(base_url + "/metrics").text.splitlines():
@@ -51,12 +61,18 @@ def consumed(client: httpx.Client, base_url: str) -> int:
     raise RuntimeError(f"/metrics has no {_CONSUMED}")
 
 
-def _wait_ready(child: subprocess.Popen[str]) -> str:
+def _announced(child: subprocess.Popen[str]) -> str:
+    """The base URL the child's first line announces."""
     assert child.stdout is not None
     line = child.stdout.readline()
     base_url = line.split()[-1] if line.startswith("aggregator serving ") else ""
     if not base_url.startswith("http://"):
         raise SystemExit(f"the aggregator did not start (exit {child.wait(10)})")
+    return base_url.rstrip("/")
+
+
+def _wait_ready(child: subprocess.Popen[str]) -> str:
+    base_url = _announced(child)
     deadline = time.monotonic() + 60
     while httpx.get(base_url + "/healthz").status_code != 200:
         if time.monotonic() > deadline:

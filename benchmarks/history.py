@@ -38,6 +38,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Producer
 
+from benchmarks._aggregator import spawn
 from benchmarks._kafka import (
     FILL_RUN_RECORDS,
     ClientConfig,
@@ -46,7 +47,6 @@ from benchmarks._kafka import (
     fill_runs,
     own_topics,
     produce,
-    settings_env,
 )
 from benchmarks._results import Goal, Result, add_results_argument, report
 from resultlog.consumers import read_run_records, replay_run, resume_state, run_status
@@ -101,7 +101,7 @@ def measure(bootstrap: str, others: list[int]) -> History:
     found = History(others, {name: [] for name in READS})
     try:
         _write_mine(config, settings.results_topic)
-        child, url = _spawn(settings, work / "machine")
+        child, url = spawn(settings, "--state-dir", str(work / "machine"))
         try:
             for count in others:
                 _fill(config, settings, count)
@@ -159,27 +159,11 @@ def _timed_read(action: Callable[[], object]) -> float:
     return statistics.median(times)
 
 
-def _spawn(settings: Settings, state_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    command = [sys.executable, "-m", "resultlog.cli", "aggregator", "--http", "127.0.0.1:0"]
-    child = subprocess.Popen(
-        [*command, "--state-dir", str(state_dir)],
-        env=settings_env(settings),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None
-    line = child.stdout.readline()
-    url = line.split()[-1] if line.startswith("aggregator serving ") else ""
-    if not url.startswith("http"):
-        raise SystemExit(f"the aggregator did not start (exit {child.wait(10)})")
-    return child, url.rstrip("/")
-
-
 def _restarted(settings: Settings, state_dir: Path, runs: int, stage: str) -> float:
     """Spawn an aggregator; seconds from spawn until every run is listed `stage` (stale:
     stale or served)."""
     started = time.perf_counter()
-    child, url = _spawn(settings, state_dir)
+    child, url = spawn(settings, "--state-dir", str(state_dir))
     wanted = ("stale", "served") if stage == "stale" else ("served",)
     try:
         _until(lambda: _listed(url, runs) in wanted, f"every run {stage}")

@@ -17,7 +17,6 @@ local broker in a temporary directory. Figures on a shared machine are noisy upp
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Producer, TopicPartition
 
+from benchmarks._aggregator import spawn
 from benchmarks._kafka import (
     FILL_EPOCHS,
     FILL_RUN_RECORDS,
@@ -117,21 +117,8 @@ def _settings(bootstrap: str) -> Settings:
 
 def _until_served(settings: Settings, runs: int) -> tuple[float, subprocess.Popen[str], str]:
     """Spawn an aggregator; seconds until it is ready and lists `runs` runs."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
-    for name, value in settings.model_dump(exclude_none=True).items():
-        env[f"RESULTLOG_{name.upper()}"] = str(value)
     started = time.perf_counter()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "resultlog.cli", "aggregator", "--http", "127.0.0.1:0"],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None
-    line = child.stdout.readline()
-    url = line.split()[-1] if line.startswith("aggregator serving ") else ""
-    if not url.startswith("http://"):
-        raise SystemExit(f"the aggregator did not start (exit {child.wait(10)})")
+    child, url = spawn(settings)
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while not _serves(url, runs):
         if time.monotonic() > deadline or child.poll() is not None:
