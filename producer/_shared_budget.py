@@ -23,7 +23,6 @@ from resultlog.consumers import read_run_views
 from resultlog.consumers.spend import Seen, SpendLedger, open_ledger
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._budget import AdmissionFactory, Pair, bounded_estimate, verdict
-from resultlog.producer.errors import ProducerError
 from resultlog.schemas import RunKey
 
 __all__ = ["SharedBudget", "shared_budget"]
@@ -89,7 +88,8 @@ class SharedBudget:
     async def close(self) -> None:
         """Withdraw the reservations of pairs that never finished (a cancelled run)."""
         for pair in list(self._mine):
-            with contextlib.suppress(ProducerError, Exception):
+            # Best effort: a reservation not withdrawn stops counting once it expires.
+            with contextlib.suppress(Exception):
                 await self._withdraw(pair)
 
     def decide(self, pair: Pair, before: int | None = None) -> bool | None:

@@ -15,7 +15,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     Piece,
     decode,
     encode_header,
-    encode_pieces,
+    iter_pieces,
     parse_piece_key,
     piece_key,
     restore_folds,
@@ -72,7 +72,7 @@ def test_a_round_trip_restores_every_contribution_bit_for_bit() -> None:
     runs = {k: _fold(k, 300) for k in (RunKey("a", "b", "m/1"), RunKey("é/x", "b", "m"))}
     runs[RunKey("empty", "b", "m")] = RunFold(RunKey("empty", "b", "m"))
     rows = [(k, f.contributions()) for k, f in runs.items()]
-    pieces = [decode(value) for value in encode_pieces(CHECKPOINT, rows)]
+    pieces = [decode(value) for value in iter_pieces(CHECKPOINT, rows)]
     assert all(isinstance(p, Piece) and p.id == CHECKPOINT for p in pieces)
     restored = restore_folds([p for p in pieces if isinstance(p, Piece)])
     assert restored.keys() == runs.keys()
@@ -85,8 +85,10 @@ def test_a_round_trip_restores_every_contribution_bit_for_bit() -> None:
 def test_a_large_state_is_cut_into_pieces_under_a_megabyte() -> None:
     big = _fold(RunKey("big", "b", "m"), 10_000)
     small = _fold(RunKey("small", "b", "m"), 10)
-    values = encode_pieces(
-        CHECKPOINT, [(big.run_key, big.contributions()), (small.run_key, small.contributions())]
+    values = list(
+        iter_pieces(
+            CHECKPOINT, [(big.run_key, big.contributions()), (small.run_key, small.contributions())]
+        )
     )
     assert len(values) >= 3 and max(map(len, values)) < 1_000_000
     pieces = [decode(value) for value in values]
@@ -98,7 +100,7 @@ def test_a_large_state_is_cut_into_pieces_under_a_megabyte() -> None:
 
 def test_long_sample_ids_still_fit() -> None:
     folded = _fold(RunKey("long", "b", "m"), 600, sample_id="x" * 2000)
-    values = encode_pieces(CHECKPOINT, [(folded.run_key, folded.contributions())])
+    values = list(iter_pieces(CHECKPOINT, [(folded.run_key, folded.contributions())]))
     assert max(map(len, values)) < 1_000_000
 
 
@@ -150,6 +152,6 @@ def test_bytes_that_are_not_a_checkpoint_are_refused(value: bytes | None) -> Non
 
 def test_a_piece_whose_columns_disagree_is_refused() -> None:
     folded = _fold(RunKey("a", "b", "m"), 20)
-    value = encode_pieces(CHECKPOINT, [(folded.run_key, folded.contributions())])[0]
+    value = next(iter_pieces(CHECKPOINT, [(folded.run_key, folded.contributions())]))
     with pytest.raises(CheckpointError):
         decode(value[:-40])

@@ -36,7 +36,6 @@ __all__ = [
     "RunRows",
     "decode",
     "encode_header",
-    "encode_pieces",
     "header_key",
     "iter_pieces",
     "parse_piece_key",
@@ -141,11 +140,6 @@ def encode_header(header: Header) -> bytes:
         "contributions": header.contributions,
     }
     return _encode(header.id, (_HEADER, body))
-
-
-def encode_pieces(checkpoint: CheckpointId, runs: Iterable[RunRows]) -> list[bytes]:
-    """The pieces' values, in index order (none for an empty state)."""
-    return list(iter_pieces(checkpoint, runs))
 
 
 def iter_pieces(checkpoint: CheckpointId, runs: Iterable[RunRows]) -> Iterator[bytes]:

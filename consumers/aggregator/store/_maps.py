@@ -9,7 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from resultlog.consumers.aggregator.store._codec import latest_key
+from resultlog.consumers.aggregator.store._codec import (
+    decode_contribution,
+    decode_sample,
+    latest_key,
+)
 from resultlog.consumers.fold import Contribution, Sample
 
 if TYPE_CHECKING:
@@ -97,7 +101,7 @@ class LatestMap(_StoreMap[tuple[int, int], Contribution]):
         return latest_key(self._prefix, key)
 
     def _decode(self, raw: bytes) -> Contribution:
-        return self._store.decode_contribution(raw)
+        return decode_contribution(raw)
 
 
 class SampleMap(_StoreMap[str, Sample]):
@@ -109,7 +113,7 @@ class SampleMap(_StoreMap[str, Sample]):
         return self._prefix + key.encode("utf-8", "surrogatepass")
 
     def _decode(self, raw: bytes) -> Sample:
-        return self._store.decode_sample(raw)
+        return decode_sample(raw)
 
     def emptied(self) -> Callable[[], SampleMap]:
         """The fold's factory of an empty per-sample mapping: this one, cleared."""

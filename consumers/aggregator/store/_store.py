@@ -38,7 +38,6 @@ from resultlog.consumers.aggregator.store._codec import (
     TOTALS,
     StoreFormatError,
     decode_contribution,
-    decode_sample,
     decode_totals,
     encode_contribution,
     encode_sample,
@@ -48,7 +47,7 @@ from resultlog.consumers.aggregator.store._codec import (
     totals_key,
 )
 from resultlog.consumers.aggregator.store._maps import LatestMap, SampleMap
-from resultlog.consumers.fold import Contribution, RunFold, Sample
+from resultlog.consumers.fold import Contribution, RunFold
 from resultlog.schemas import RunKey
 
 __all__ = ["DEFAULT_MEMORY", "FORMAT", "LogIdentity", "PartitionStore", "StoreMeta"]
@@ -189,16 +188,6 @@ class PartitionStore:
                 out.append((key, value))
         return out
 
-    @staticmethod
-    def decode_contribution(raw: bytes) -> Contribution:
-        """A stored contribution."""
-        return decode_contribution(raw)
-
-    @staticmethod
-    def decode_sample(raw: bytes) -> Sample:
-        """A stored sample."""
-        return decode_sample(raw)
-
     # -- what the aggregator state calls ----------------------------------------------------
 
     def new_fold(self, run_key: RunKey) -> RunFold:
@@ -325,8 +314,3 @@ def _prefixed(it: RdictIter, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
 def scratch_path(path: Path) -> Path:
     """A private directory beside `path` for when `path` is locked by another process."""
     return path.with_name(f"{path.name}.scratch-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def store_error(exc: Exception) -> StoreFormatError:
-    """A RocksDB failure as the store's error."""
-    return StoreFormatError(str(exc))

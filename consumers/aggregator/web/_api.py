@@ -133,11 +133,8 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             # Relative: built from the client's Host, it would point wherever the client says.
             headers["Link"] = f'</runs?{query}>; rel="next"'
         if found.stale:
-            body = (
-                b"["
-                + b",".join(summary_json(s, stale=_key(s) in found.stale) for s in found.summaries)
-                + b"]"
-            )
+            each = (summary_json(s, stale=s.run_key in found.stale) for s in found.summaries)
+            body = b"[" + b",".join(each) + b"]"
         else:
             body = _SUMMARIES.dump_json(found.summaries)
         return Response(body, media_type="application/json", headers=headers)
@@ -197,10 +194,6 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             NotServedError: _not_served,
         },
     )
-
-
-def _key(summary: RunSummary) -> RunKey:
-    return RunKey(summary.run_id, summary.benchmark_id, summary.model)
 
 
 def _list_params(request: Request) -> tuple[dict[str, str], int]:

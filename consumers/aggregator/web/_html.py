@@ -120,7 +120,7 @@ def _accuracy_cells(summary: RunSummary, view: RunSamples | None) -> str:
 
 
 def _summary_row(summary: RunSummary, view: RunSamples | None, *, stale: bool = False) -> str:
-    run_key = RunKey(summary.run_id, summary.benchmark_id, summary.model)
+    run_key = summary.run_key
     path = run_path(run_key)
     computed = summary.as_of.computed_at if summary.as_of is not None else None
     badge = _STALE_BADGE if stale else ""
@@ -194,8 +194,7 @@ def runs_part(
     `stale` are the summaries topic's, shown with a badge until the aggregator caught up."""
     rows = ""
     for s in summaries:
-        run_key = RunKey(s.run_id, s.benchmark_id, s.model)
-        rows += _summary_row(s, views.get(run_key), stale=run_key in stale)
+        rows += _summary_row(s, views.get(s.run_key), stale=s.run_key in stale)
     if not summaries:
         rows = '<tr><td colspan="14" class="empty">no runs yet</td></tr>'
     listing = "/runs" + (f"?{query}" if query else "")

@@ -275,13 +275,13 @@ class SampleCache:
     def cached(self, summary: RunSummary) -> RunSamples | None:
         """The run's view if one is kept for this very summary, without reading."""
         with self._lock:
-            entry = self._entries.get(_run_key(summary))
+            entry = self._entries.get(summary.run_key)
         return entry.view if entry is not None and entry.fingerprint == _print(summary) else None
 
     def view(self, summary: RunSummary, stop: threading.Event | None = None) -> RunSamples:
         """The run's view for `summary`: kept, or read now (one read per run at a time;
         given up once `stop` is set)."""
-        run_key = _run_key(summary)
+        run_key = summary.run_key
         with self._lock:
             reading = self._reading.setdefault(run_key, threading.Lock())
         with reading:
@@ -300,10 +300,6 @@ class SampleCache:
                     old, _ = self._entries.popitem(last=False)
                     self._reading.pop(old, None)
             return view
-
-
-def _run_key(summary: RunSummary) -> RunKey:
-    return RunKey(summary.run_id, summary.benchmark_id, summary.model)
 
 
 def _print(summary: RunSummary) -> str:
