@@ -17,22 +17,24 @@ from confluent_kafka import (
 
 from resultlog.consumers.errors import ConsumerError
 
-__all__ = ["scan", "scan_ranges", "watermark_offsets"]
+__all__ = ["TRANSIENT", "scan", "scan_ranges", "watermark_offsets"]
 
 _BATCH = 10_000
 _POLL_S = 0.1
-# A partition with no leader yet (a topic just created, a leader moving) settles in moments.
-_LEADERLESS = frozenset(
+# Read errors that settle in moments: a partition with no leader yet (a topic just created,
+# a leader moving), a dropped connection.
+TRANSIENT = frozenset(
     {
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TRANSPORT,
     }
 )
 
 
 def watermark_offsets(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
-    """The partition's low and high watermarks, retried while it has no leader yet."""
+    """The partition's low and high watermarks, retried while the error is TRANSIENT."""
     deadline = time.monotonic() + timeout_s
     pause = 0.05
     while True:
@@ -42,7 +44,7 @@ def watermark_offsets(consumer: Consumer, tp: TopicPartition, timeout_s: float) 
             return int(low), int(high)
         except KafkaException as exc:
             error = exc.args[0]
-            if error.code() not in _LEADERLESS or time.monotonic() + pause >= deadline:
+            if error.code() not in TRANSIENT or time.monotonic() + pause >= deadline:
                 raise
         time.sleep(pause)
         pause = min(1.0, pause * 2)

@@ -21,7 +21,7 @@ from typing import Final
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from resultlog.consumers._scan import scan
+from resultlog.consumers._scan import TRANSIENT, scan
 from resultlog.consumers.errors import ConsumerError
 from resultlog.errors import TopicError
 from resultlog.kafka import Headers, KafkaClientError, KafkaConnection, produce
@@ -79,14 +79,6 @@ _BATCH_ROOM = 1024
 _LIBRDKAFKA_MAX_MESSAGE = 1_000_000_000
 _SCAN_TIMEOUT_S = 30.0
 _Position = tuple[str, int, int]  # source topic, partition, offset
-_TRANSIENT = frozenset(
-    {
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError._TRANSPORT,
-    }
-)
 
 
 def reason_kind(error: DecodeError) -> str:
@@ -220,7 +212,7 @@ def _dead_lettered(kafka: KafkaConnection, topic: str) -> set[_Position]:
         except KafkaException as exc:
             error = exc.args[0]
             # A partition moving (a new topic, a leader election) is worth waiting out.
-            transient = isinstance(error, KafkaError) and error.code() in _TRANSIENT
+            transient = isinstance(error, KafkaError) and error.code() in TRANSIENT
             if not transient or time.monotonic() > deadline:
                 log.warning("cannot read %s, dead letters may repeat: %s", topic, exc)
                 return set()

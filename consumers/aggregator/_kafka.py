@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from resultlog.consumers._scan import watermark_offsets
+
 __all__ = ["consumer_overrides", "watermarks"]
 
 log = logging.getLogger(__name__)
-_WATERMARK_TIMEOUT_S = 10.0
-_WATERMARK_ATTEMPTS = 5
+_WATERMARK_TIMEOUT_S = 30.0
 
 
 def consumer_overrides(session_timeout_ms: int, instance_id: str | None) -> dict[str, Any]:
@@ -46,16 +46,8 @@ def consumer_overrides(session_timeout_ms: int, instance_id: str | None) -> dict
 
 def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int | None]:
     """Low and high watermarks; high None if the broker did not answer (read to the end)."""
-    topic_partition = TopicPartition(topic, partition)
-    for attempt in range(_WATERMARK_ATTEMPTS):
-        try:
-            low, high = consumer.get_watermark_offsets(
-                topic_partition, timeout=_WATERMARK_TIMEOUT_S, cached=False
-            )
-            return int(low), int(high)
-        except KafkaException as exc:
-            # A just-created topic may not have a leader yet: that settles quickly.
-            if attempt + 1 == _WATERMARK_ATTEMPTS:
-                log.warning("no watermarks for %s[%d] (%s)", topic, partition, exc.args[0])
-            time.sleep(0.1 * (attempt + 1))
-    return 0, None
+    try:
+        return watermark_offsets(consumer, TopicPartition(topic, partition), _WATERMARK_TIMEOUT_S)
+    except KafkaException as exc:
+        log.warning("no watermarks for %s[%d] (%s)", topic, partition, exc.args[0])
+        return 0, None

@@ -30,6 +30,7 @@ from datetime import datetime
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from resultlog.consumers._scan import watermark_offsets
 from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import Codec, DecodeError, Location, RunKey, RunSummary, decode_run_key
@@ -110,7 +111,7 @@ class SummaryWatcher:
         served, marked stale, while their state restores."""
         deadline = time.monotonic() + timeout_s
         try:
-            ends = {p: self._consumer.get_watermark_offsets(self._tp(p), 5.0) for p in partitions}
+            ends = {p: watermark_offsets(self._consumer, self._tp(p), 5.0) for p in partitions}
         except KafkaException as exc:
             log.debug("cannot read %s's ends: %s", self.topic, exc)
             return
