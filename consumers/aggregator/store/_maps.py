@@ -53,10 +53,8 @@ class _StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
         return value
 
     def __setitem__(self, key: _K, value: _V) -> None:
-        raw = self._key(key)
-        if self._store.load(raw, self._decode) is None and self.count is not None:
+        if not self._store.save(self._key(key), value, self._prefix) and self.count is not None:
             self.count += 1
-        self._store.save(raw, value, self._prefix)
 
     def pop(self, key: _K, default: _V | None = None) -> _V | None:  # type: ignore[override]
         raw = self._key(key)

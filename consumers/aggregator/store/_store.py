@@ -165,13 +165,20 @@ class PartitionStore:
             clean.popitem(last=False)
         return value
 
-    def save(self, key: bytes, value: object, prefix: bytes) -> None:
-        """Set (None: delete) `key` (under a map's `prefix`), in memory until the next flush."""
+    def save(self, key: bytes, value: object, prefix: bytes) -> bool:
+        """Set (None: delete) `key` (under a map's `prefix`), in memory until the next flush;
+        whether it held a value before."""
+        held = self._dirty.get(key, _MISSING)
+        if held is _MISSING:
+            held = self._clean.get(key, _MISSING)
+        if held is _MISSING:  # not read before: the fold's get-then-set always reads first
+            held = self._db.get(key)
         self._dirty[key] = value
         under = self._dirty_under.get(prefix)
         if under is None:
             under = self._dirty_under[prefix] = set()
         under.add(key)
+        return held is not None
 
     def scan(self, prefix: bytes, decode: Callable[[bytes], _V]) -> list[tuple[bytes, _V]]:
         """Every (key, value) under `prefix`, pending writes included."""
