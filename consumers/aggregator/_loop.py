@@ -83,10 +83,9 @@ class ConsumerLoop:
                 kafka, on_published=metrics.published.inc, on_failure=self._publish_failed
             )
             self._watcher = SummaryWatcher(kafka)
-            self._checkpoints = Checkpoints.open(kafka, metrics, results, consumer)
-            self._stores = Stores(
-                kafka, metrics, results, root=state_dir, max_age_ms=delete_retention_ms(kafka)
-            )
+            max_age_ms = delete_retention_ms(kafka)  # saved state older may miss a tombstone
+            self._checkpoints = Checkpoints.open(kafka, metrics, results, consumer, max_age_ms)
+            self._stores = Stores(kafka, metrics, results, root=state_dir, max_age_ms=max_age_ms)
             self._save_interval_s = kafka.settings.aggregator_save_interval_s
             self._index = RunIndexWriter(kafka, results)
             shared.state = AggregatorState(num_partitions=results)

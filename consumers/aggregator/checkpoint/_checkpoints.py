@@ -40,7 +40,12 @@ class Checkpoints:
     """Checkpoints of the partitions one consumer loop holds."""
 
     def __init__(
-        self, kafka: KafkaConnection, metrics: AggregatorMetrics, partitions: int, count: int
+        self,
+        kafka: KafkaConnection,
+        metrics: AggregatorMetrics,
+        partitions: int,
+        count: int,
+        max_age_ms: int,
     ) -> None:
         settings = kafka.settings
         self._kafka = kafka
@@ -48,7 +53,7 @@ class Checkpoints:
         self._partitions = partitions
         self._every_records = settings.checkpoint_every_records
         self._interval_s = settings.checkpoint_interval_s
-        self._max_age_ms = delete_retention_ms(kafka)
+        self._max_age_ms = max_age_ms
         self._reader = kafka.reader()
         self._writer = CheckpointWriter(
             kafka,
@@ -73,8 +78,10 @@ class Checkpoints:
         metrics: AggregatorMetrics,
         partitions: int,
         consumer: Consumer,
+        max_age_ms: int,
     ) -> Checkpoints | None:
-        """Checkpoints on the settings' topic; None (and one warning) if it does not exist."""
+        """Checkpoints on the settings' topic, none older than `max_age_ms` restored; None (and
+        one warning) if the topic does not exist."""
         topic = kafka.checkpoints_topic
         try:
             count = kafka.partition_count(topic, consumer)
@@ -83,7 +90,7 @@ class Checkpoints:
         except KafkaClientError as exc:
             log.warning("no checkpoints (%s): every assignment re-reads its partition", exc)
             return None
-        return cls(kafka, metrics, partitions, count)
+        return cls(kafka, metrics, partitions, count, max_age_ms)
 
     def restore(self, bounds: dict[int, Bounds]) -> dict[int, Restored]:
         """The usable checkpoints of newly assigned partitions; the rest are said and counted."""
