@@ -71,15 +71,22 @@ class Tokens(NamedTuple):
 
 
 class Shape(NamedTuple):
-    """A run's shape: which (sample_index, epoch) belong to it."""
+    """A run's shape: which (sample_index, epoch) belong to it, and how many are expected."""
 
     epochs: int
     dataset_size: int | None
+    selected: int | None = None  # the samples the writer's selection ran, when it said
 
     def holds(self, sample_index: int, epoch: int) -> bool:
         """Whether a key lies inside this shape."""
         size = self.dataset_size
         return epoch < self.epochs and (size is None or sample_index < size)
+
+    @property
+    def expected(self) -> int | None:
+        """The (sample, epoch) pairs the run asks for: its selection's, else the dataset's."""
+        samples = self.dataset_size if self.selected is None else self.selected
+        return None if samples is None else samples * self.epochs
 
 
 _NO_TOKENS = Tokens()
@@ -177,7 +184,7 @@ class Contribution:
             record.kept_cost,
             record.spent,
             record.generation_time_ms or 0,
-            Shape(record.epochs, record.dataset_size),
+            Shape(record.epochs, record.dataset_size, record.selected_samples),
             record.created_at_ms
             if isinstance(record, FoldView)
             else (record.created_at - _EPOCH) // _MILLISECOND,
@@ -210,7 +217,7 @@ class Contribution:
             cost,
             cost if spent is None else spent,
             fields["generation_time_ms"] or 0,
-            Shape(fields["epochs"], fields["dataset_size"]),
+            Shape(fields["epochs"], fields["dataset_size"], fields["selected_samples"]),
             fields["created_at_ms"],
         )
 
@@ -315,4 +322,5 @@ def _stable(item: Contribution) -> tuple[object, ...]:
         item.generation_time_ms,
         item.shape.epochs,
         item.shape.dataset_size or 0,
+        item.shape.selected or 0,
     )

@@ -8,9 +8,10 @@ correctly rounded mean. Counts are integers. The result depends only on the set 
 records, never on their order, duplicates or restarts, and applying or removing one record
 updates the totals in O(1): a summary is never re-folded.
 
-Rules (docs/design.md, rules 8, 12 and 13): the run's shape is the `epochs` and `dataset_size`
-of its newest record (greatest created_at, ties broken by key); records outside it are folded
-by no one and counted as `out_of_shape`. `spent_cost` is the one total over every latest
+Rules (docs/design.md, rules 8, 12 and 13): the run's shape is the `epochs`, `dataset_size`
+and `selected_samples` of its newest record (greatest created_at, ties broken by key); records
+outside it are folded by no one and counted as `out_of_shape`, and `expected_records` counts
+its selection's pairs. `spent_cost` is the one total over every latest
 record, in shape or not: money spent stays spent. A per-sample score (a metric named
 `scorer:...`) is reduced as Inspect reduces a scorer (`_scored`), not as a record metric.
 """
@@ -241,9 +242,7 @@ class RunFold:
     def summary(self, as_of: AsOf | None = None) -> RunSummary:
         """The RunSummary of the latest contributions."""
         totals, shape = self._totals, self.shape
-        expected = None
-        if shape is not None and shape.dataset_size is not None:
-            expected = shape.dataset_size * shape.epochs
+        expected = None if shape is None else shape.expected
         tokens = totals.tokens
         return RunSummary(
             run_id=self.run_key.run_id,

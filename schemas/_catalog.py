@@ -23,7 +23,7 @@ CHUNK_TASK = "resultlog.ChunkTask"
 AGGREGATOR_CHECKPOINT = "resultlog.AggregatorCheckpoint"  # the aggregator's own, not a model
 RUN_INDEX = "resultlog.RunIndex"  # the aggregator's own, not a model
 MODEL_VERSIONS: Mapping[str, int] = MappingProxyType(
-    {SAMPLE_RESULT: 2, RUN_SUMMARY: 2, CHUNK_TASK: 2}
+    {SAMPLE_RESULT: 3, RUN_SUMMARY: 2, CHUNK_TASK: 2}
 )
 """The schema version each pydantic model mirrors: the reader schema of the codec."""
 

@@ -2,9 +2,9 @@
 
 Avro reads a record's fields in order, so reading a value with its writer schema cut after
 the last field the fold needs decodes that prefix and leaves the rest of the bytes unread.
-Schema v2 puts every folded field first (format_version ... score, then error), so the view
-never touches messages, input, target, metadata or config. The prefix is validated by the
-same constrained types as `SampleResult`; the bytes after it are not read, so not validated.
+Schemas v2 and v3 put every folded field first (format_version ... score, then error), so
+the view never touches messages, input, target, metadata or config. The prefix is validated
+by the same constrained types as `SampleResult`; the bytes after it are not read.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ FOLD_FIELDS: Final = (
     "created_at",
     "epochs",
     "dataset_size",
+    "selected_samples",
     "usage",
     "generation_time_ms",
     "attempts",
@@ -64,7 +65,7 @@ FOLD_FIELDS: Final = (
     "score",
     "error",
 )
-"""The SampleResult fields a fold view holds, in schema v2's order (its first 18 fields).
+"""The SampleResult fields a fold view holds, in schema v3's order (its first 19 fields).
 
 `error` is not folded, but reading it (one null byte in a completed record) keeps the rule
 "error is set exactly when status is degraded" checked.
@@ -104,6 +105,7 @@ class FoldView(RecordRules, Frozen):
     created_at_ms: int
     epochs: PositiveIndex
     dataset_size: Index | None = None
+    selected_samples: PositiveIndex | None = None
     usage: Usage | None = None
     generation_time_ms: Millis | None = None
     attempts: Index | None = None
@@ -199,6 +201,7 @@ class FoldFields(TypedDict):
     status: str
     epochs: int
     dataset_size: int | None
+    selected_samples: int | None
     usage: UsageFields | None
     generation_time_ms: int | None
     attempts: int | None
@@ -220,6 +223,10 @@ def _index(value: object) -> bool:
 
 def _optional_index(value: object) -> bool:
     return value is None or (type(value) is int and 0 <= value <= MAX_INDEX)
+
+
+def _optional_positive(value: object) -> bool:
+    return value is None or (type(value) is int and 1 <= value <= MAX_INDEX)
 
 
 def _text(value: object) -> bool:
@@ -296,6 +303,7 @@ def _fields(datum: dict[str, Any]) -> bool:
         and type(epochs) is int
         and 1 <= epochs <= MAX_INDEX
         and _optional_index(datum["dataset_size"])
+        and _optional_positive(datum["selected_samples"])
         and _usage(datum["usage"])
         and (millis is None or (type(millis) is int and 0 <= millis <= MAX_MILLIS))
         and _optional_index(datum["attempts"])
@@ -326,10 +334,11 @@ def _accepts(datum: dict[str, Any]) -> bool:
         return False
     usage, spent = datum["usage"], datum["spent_cost"]
     kept = usage["total_cost"] if usage is not None else 0.0
-    size = datum["dataset_size"]
+    size, selected = datum["dataset_size"], datum["selected_samples"]
     return (
         datum["epoch"] < datum["epochs"]
         and (size is None or datum["sample_index"] < size)
+        and (size is None or selected is None or selected <= size)
         and (datum["status"] == "degraded") == (datum["error"] is not None)
         and (spent is None or spent >= kept)
     )

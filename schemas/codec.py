@@ -21,7 +21,7 @@ from resultlog.schemas._catalog import (
     SchemaVersion,
     shipped_catalog,
 )
-from resultlog.schemas._prefix import read_v2_prefix
+from resultlog.schemas._prefix import read_fold_prefix
 from resultlog.schemas._registry import Registry, SchemaNotFoundError
 from resultlog.schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
 from resultlog.schemas._view import FoldFields, FoldView, ViewPlans, accepts, millis_error
@@ -39,6 +39,7 @@ from resultlog.schemas.models import SampleResult
 from resultlog.schemas.summary import RunSummary
 
 _SHIPPED_V2 = shipped_catalog().get(SAMPLE_RESULT, 2)
+_SHIPPED_V3 = shipped_catalog().get(SAMPLE_RESULT, 3)
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 REGISTRY_MAGIC = 0
 _SINGLE_OBJECT_HEADER = 10
@@ -107,8 +108,11 @@ class _RecordCodec(Generic[ModelT]):
         # model_validate minus its Python wrapper: same validation, one call less per record.
         self._validate = model.__pydantic_validator__.validate_python
         self._catalog = catalog
-        # The schema the hand-written prefix reader reads (its fingerprint names it exactly).
-        self._v2_fingerprint = _SHIPPED_V2.fingerprint if name == SAMPLE_RESULT else None
+        # The schemas the hand-written prefix reader reads (fingerprints name them exactly),
+        # each with whether it is v3; only while the reader is v3, which it reads them into.
+        self._hand_read: dict[bytes, bool] = {}
+        if name == SAMPLE_RESULT and self.reader.fingerprint == _SHIPPED_V3.fingerprint:
+            self._hand_read = {_SHIPPED_V2.fingerprint: False, _SHIPPED_V3.fingerprint: True}
 
     def encode(self, record: ModelT, registry: Registry | None, topic: str | None) -> bytes:
         """Frame and serialize a validated record."""
@@ -144,13 +148,13 @@ class _RecordCodec(Generic[ModelT]):
     ) -> dict[str, Any]:
         """Unframe and read only the leading fields `plans` cut the writer schema to."""
         writer, start = self._writer_of(raw, registry, where)
-        plan = plans.plan(writer)
-        if plan[1] is None and writer.fingerprint == self._v2_fingerprint:
-            # v2 read as v2, the common case: the hand-written reader, fastavro when unsure.
-            datum = read_v2_prefix(raw, start)
+        v3 = self._hand_read.get(writer.fingerprint)
+        if v3 is not None:
+            # v2 or v3, the common case: the hand-written reader, fastavro when unsure.
+            datum = read_fold_prefix(raw, start, v3=v3)
             if datum is not None:
                 return datum
-        return self._read(raw, start, plan, writer, where)[0]
+        return self._read(raw, start, plans.plan(writer), writer, where)[0]
 
     def validate(
         self, validate: Callable[..., object], datum: dict[str, Any], raw: bytes, where: Location

@@ -120,6 +120,7 @@ class _FoldedFields(Protocol):
     epoch: int
     epochs: int
     dataset_size: int | None
+    selected_samples: int | None
     status: RecordStatus
     error: RecordError | None
     usage: Usage | None
@@ -133,14 +134,20 @@ class RecordRules:
     __slots__ = ()
 
     def check_record_rules(self: _FoldedFields) -> None:
-        """Refuse what the Avro types cannot express: epoch and index within the run's shape,
-        an error exactly when degraded, a spend that includes the kept cost."""
+        """Refuse what the Avro types cannot express: epoch, index and selection within the
+        run's shape, an error exactly when degraded, a spend that includes the kept cost."""
         if self.epoch >= self.epochs:
             raise ValueError(f"epoch must be < epochs (epoch={self.epoch}, epochs={self.epochs})")
         if self.dataset_size is not None and self.sample_index >= self.dataset_size:
             raise ValueError(
                 f"sample_index must be < dataset_size "
                 f"(sample_index={self.sample_index}, dataset_size={self.dataset_size})"
+            )
+        selected, size = self.selected_samples, self.dataset_size
+        if selected is not None and size is not None and selected > size:
+            raise ValueError(
+                f"selected_samples must be <= dataset_size "
+                f"(selected_samples={selected}, dataset_size={size})"
             )
         degraded = self.status is RecordStatus.DEGRADED
         if degraded and self.error is None:
@@ -193,6 +200,7 @@ class SampleResult(RecordRules, Frozen):
     created_at: Timestamp
     epochs: PositiveIndex
     dataset_size: Index | None = None
+    selected_samples: PositiveIndex | None = None
     usage: Usage | None = None
     generation_time_ms: Millis | None = None
     attempts: Index | None = None

@@ -5,7 +5,7 @@
 
 The vectors pin what a worker in any language must produce to land where we read: encoded
 keys, partitions (BLAKE2b-8 of the encoded run key, big-endian, modulo the partition count)
-and the exact single-object bytes of records written with schema v1 and v2.
+and the exact single-object bytes of records written with schemas v1, v2 and v3.
 """
 
 from __future__ import annotations
@@ -178,8 +178,12 @@ def build() -> dict[str, Any]:
         datum = _v1_datum(record)
         records.append(_vector(f"{name}.v1", 1, record.key, datum, _single_object(1, datum)))
         full = _v2(record) if name == "completed" else record
+        datum = {k: v for k, v in full.model_dump().items() if k != "selected_samples"}
+        records.append(_vector(f"{name}.v2", 2, full.key, datum, _single_object(2, datum)))
+        if name == "completed":  # v3's one new field, as an `inspect eval --limit 5-20` sets it
+            full = _with(full, selected_samples=16)
         raw = codec.encode_sample_result(full)
-        records.append(_vector(f"{name}.v2", 2, full.key, full.model_dump(), raw))
+        records.append(_vector(f"{name}.v3", 3, full.key, full.model_dump(), raw))
     return {
         "about": (
             "Golden vectors of resultlog's wire contract; see docs/design.md, 'The wire contract'."

@@ -71,6 +71,7 @@ def _identity(task: TaskRun, sample: EvalSample) -> dict[str, Any]:
         "epoch": sample.epoch - 1,
         "epochs": task.epochs,
         "dataset_size": task.dataset_size,
+        "selected_samples": task.selected_samples,
         "input": _text_or_json(sample.input),
         "target": _text_or_json(sample.target),
         "metadata": _json_or_none(sample.metadata),

@@ -48,6 +48,12 @@ class TaskRun:
     selected: Sequence[str] = ()  # str(sample id) of the samples this eval runs
 
     @property
+    def selected_samples(self) -> int | None:
+        """How many samples the eval selected, when fewer than the whole dataset."""
+        count = len(self.selected)
+        return count if 0 < count < self.dataset_size else None
+
+    @property
     def span(self) -> tuple[int, int]:
         """The range of absolute indexes of the selected samples (what the task leases)."""
         indexes = [self.positions[s] for s in self.selected if s in self.positions]

@@ -59,6 +59,7 @@ SAMPLE_COLUMNS: Mapping[str, str] = {
     "epoch": _INT,
     "epochs": _INT,
     "dataset_size": _INT,
+    "selected_samples": _INT,
     "in_shape": "bool",
     "status": _ID,
     "degraded": "bool",

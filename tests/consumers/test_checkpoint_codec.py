@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import struct
 from typing import Any
 
+import fastavro
 import pytest
 
 from resultlog.consumers.aggregator.checkpoint._codec import (
@@ -21,7 +23,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     restore_folds,
 )
 from resultlog.consumers.fold import Contribution, RunFold
-from resultlog.schemas import RunKey
+from resultlog.schemas import RunKey, shipped_catalog
 from tests.support.checkpoints import v1_header
 from tests.support.records import make_record
 
@@ -70,6 +72,8 @@ def _bits(items: list[Contribution]) -> list[tuple[object, ...]]:
 
 def test_a_round_trip_restores_every_contribution_bit_for_bit() -> None:
     runs = {k: _fold(k, 300) for k in (RunKey("a", "b", "m/1"), RunKey("é/x", "b", "m"))}
+    picked = RunKey("picked", "b", "m")
+    runs[picked] = _fold(picked, 300, selected_samples=250)
     runs[RunKey("empty", "b", "m")] = RunFold(RunKey("empty", "b", "m"))
     rows = [(k, f.contributions()) for k, f in runs.items()]
     pieces = [decode(value) for value in iter_pieces(CHECKPOINT, rows)]
@@ -80,6 +84,22 @@ def test_a_round_trip_restores_every_contribution_bit_for_bit() -> None:
         assert _bits(restored[run_key].contributions()) == _bits(folded.contributions())
         assert restored[run_key].summary() == folded.summary()
         assert restored[run_key].spent == folded.spent
+
+
+def test_a_piece_of_the_previous_format_restores_without_selections() -> None:
+    folded = _fold(RunKey("a", "b", "m"), 50, selected_samples=40)
+    [value] = iter_pieces(CHECKPOINT, [(folded.run_key, folded.contributions())])
+    v2, v3 = shipped_catalog().versions("resultlog.AggregatorCheckpoint")[1:]
+    datum = fastavro.schemaless_reader(io.BytesIO(value[10:]), v3.parsed, None)
+    out = io.BytesIO()
+    out.write(b"\xc3\x01" + v2.fingerprint)
+    fastavro.schemaless_writer(out, v2.parsed, datum)
+    piece = decode(out.getvalue())
+    assert isinstance(piece, Piece)
+    [(_, items)] = piece.runs
+    assert {item.shape.selected for item in items} == {None}
+    unselected = [(item.key, item.shape._replace(selected=None)) for item in folded.contributions()]
+    assert sorted((item.key, item.shape) for item in items) == sorted(unselected)
 
 
 def test_a_large_state_is_cut_into_pieces_under_a_megabyte() -> None:

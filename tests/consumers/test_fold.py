@@ -119,6 +119,27 @@ def test_expected_records_and_empty_run() -> None:
     assert (empty.records, empty.accuracy, empty.total_questions) == (0, 0.0, 0)
 
 
+def test_expected_records_count_the_newest_records_selection() -> None:
+    # `inspect eval --limit 5-20 --epochs 2` of a 20-sample task: 16 samples at indexes 4-19.
+    picked = [
+        make_record(i, e, epochs=2, dataset_size=20, selected_samples=16)
+        for i in range(4, 20)
+        for e in range(2)
+    ]
+    summary = fold(picked)
+    assert (summary.records, summary.expected_records, summary.out_of_shape) == (32, 32, 0)
+    # Another selection, newer, of 3 samples: every record stays in shape, 3 x 2 are asked.
+    again = [
+        make_record(i, e, epochs=2, dataset_size=20, selected_samples=3, created_offset_ms=5)
+        for i in (0, 1, 2)
+        for e in range(2)
+    ]
+    summary = fold(picked + again)
+    assert (summary.records, summary.expected_records) == (38, 6)
+    whole = make_record(7, 0, epochs=2, dataset_size=20, created_offset_ms=9)
+    assert fold([*again, whole]).expected_records == 40  # no selection: the whole dataset
+
+
 def test_log_order_replacement_moves_the_summary() -> None:
     folded = RunFold(RUN_KEY)
     folded.apply(make_record(0, 0, "S", degraded=True))
@@ -262,6 +283,7 @@ def _reference(latest: list[SampleResult]) -> dict[str, object]:
         latest, key=lambda r: (int(r.created_at.timestamp() * 1000), r.sample_index, r.epoch)
     )
     epochs, size = newest.epochs, newest.dataset_size
+    samples = size if newest.selected_samples is None else newest.selected_samples
     inside = [r for r in latest if r.epoch < epochs and (size is None or r.sample_index < size)]
     per_sample: dict[str, list[SampleResult]] = {}
     for record in inside:
@@ -291,7 +313,7 @@ def _reference(latest: list[SampleResult]) -> dict[str, object]:
     return {
         "records": len(inside),
         "out_of_shape": len(latest) - len(inside),
-        "expected_records": None if size is None else size * epochs,
+        "expected_records": None if samples is None else samples * epochs,
         "degraded_records": sum(r.degraded for r in inside),
         "total_questions": len(values),
         "skipped_questions": len(per_sample) - len(values),

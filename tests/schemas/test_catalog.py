@@ -25,6 +25,7 @@ def test_shipped_catalog_is_parsed_once() -> None:
     assert names == [
         (AGGREGATOR_CHECKPOINT, 1),
         (AGGREGATOR_CHECKPOINT, 2),
+        (AGGREGATOR_CHECKPOINT, 3),
         (CHUNK_TASK, 1),
         (CHUNK_TASK, 2),
         (RUN_INDEX, 1),
@@ -32,14 +33,19 @@ def test_shipped_catalog_is_parsed_once() -> None:
         (RUN_SUMMARY, 2),
         (SAMPLE_RESULT, 1),
         (SAMPLE_RESULT, 2),
+        (SAMPLE_RESULT, 3),
     ]
 
 
 def test_lookup_by_name_version_and_fingerprint() -> None:
     catalog = shipped_catalog()
     current = catalog.current(SAMPLE_RESULT)
-    assert catalog.get(SAMPLE_RESULT, 2) is current
-    assert catalog.versions(SAMPLE_RESULT) == (catalog.get(SAMPLE_RESULT, 1), current)
+    assert catalog.get(SAMPLE_RESULT, 3) is current
+    assert catalog.versions(SAMPLE_RESULT) == (
+        catalog.get(SAMPLE_RESULT, 1),
+        catalog.get(SAMPLE_RESULT, 2),
+        current,
+    )
     assert catalog.by_fingerprint(current.fingerprint) is current
     assert catalog.by_fingerprint(bytes(8)) is None
     assert catalog.versions("resultlog.Nope") == ()
@@ -59,8 +65,8 @@ def test_duplicate_versions_and_fingerprints_are_refused() -> None:
     current = shipped_catalog().current(SAMPLE_RESULT)
     with pytest.raises(SchemaError, match="defined twice"):
         SchemaCatalog([current, current])
-    again = build_version(current.definition, 3)
-    with pytest.raises(SchemaError, match="has the fingerprint of v2"):
+    again = build_version(current.definition, 4)
+    with pytest.raises(SchemaError, match="has the fingerprint of v3"):
         SchemaCatalog([current, again])
 
 

@@ -34,7 +34,7 @@ from resultlog.schemas._catalog import (
     load_file,
 )
 from tests.support.records import RecordFactory
-from tests.support.schemas import fixture_v3
+from tests.support.schemas import fixture_v4
 
 # Released schemas never change. A failure here means a released .avsc was edited: revert it
 # and add a new version file instead. Only add lines; never edit one.
@@ -75,6 +75,14 @@ RELEASED = {
         "dc43a2e0f96d301f",
         "ee1161db86dbf8914ab3860df96aa35fb9f9aa05f985b5fa3f468474df3406c0",
     ),
+    (SAMPLE_RESULT, 3): (
+        "9a93c881efabeb9a",
+        "9c47113160d2c1f02ea107b0f0328d2026dbff99cb130d73c4177bb372108df0",
+    ),
+    (AGGREGATOR_CHECKPOINT, 3): (
+        "953b18ab36268f2c",
+        "345645b0319de794c80d153213e96de2dd0f85151846046b0e5fc03f60975536",
+    ),
 }
 
 
@@ -85,8 +93,8 @@ def _content_hash(version: SchemaVersion) -> str:
 
 
 def evolution_catalog() -> SchemaCatalog:
-    """The shipped versions plus the v3 fixture."""
-    return shipped_catalog().with_versions([fixture_v3()])
+    """The shipped versions plus the v4 fixture."""
+    return shipped_catalog().with_versions([fixture_v4()])
 
 
 def _pairs(catalog: SchemaCatalog) -> list[tuple[SchemaVersion, SchemaVersion]]:
@@ -223,28 +231,35 @@ def test_codec_reads_v1_and_v2_single_object_records(make_record: RecordFactory)
     assert codec.decode_sample_result(raw_v1) == make_record()
 
 
-def test_v2_reader_reads_a_future_v3_record(make_record: RecordFactory) -> None:
-    v2, v3 = shipped_catalog().get(SAMPLE_RESULT, 2), fixture_v3()
+def test_v3_reader_reads_a_future_v4_record(make_record: RecordFactory) -> None:
+    v3, v4 = shipped_catalog().get(SAMPLE_RESULT, 3), fixture_v4()
     datum = make_record().model_dump() | {"seed": 7, "tags": ["hard"]}
     datum["score"] = datum["score"] | {"confidence": 0.9}
-    decoded = _read(v3, v2, _write(v3, datum))
+    decoded = _read(v4, v3, _write(v4, datum))
     assert "seed" not in decoded and "confidence" not in decoded["score"]
     assert SampleResult.model_validate(decoded) == make_record()
 
 
-def test_future_v3_reader_reads_a_v2_record(make_record: RecordFactory) -> None:
-    v2, v3 = shipped_catalog().get(SAMPLE_RESULT, 2), fixture_v3()
-    decoded = _read(v2, v3, _write(v2, make_record().model_dump()))
+def test_future_v4_reader_reads_a_v3_record(make_record: RecordFactory) -> None:
+    v3, v4 = shipped_catalog().get(SAMPLE_RESULT, 3), fixture_v4()
+    decoded = _read(v3, v4, _write(v3, make_record(selected_samples=5).model_dump()))
     assert decoded["seed"] is None and decoded["tags"] == []
     assert decoded["score"]["confidence"] is None
-    assert decoded["sample_index"] == 7
+    assert (decoded["sample_index"], decoded["selected_samples"]) == (7, 5)
+
+
+def test_v3_reads_a_v2_record_as_the_whole_dataset(make_record: RecordFactory) -> None:
+    v2, v3 = shipped_catalog().get(SAMPLE_RESULT, 2), shipped_catalog().get(SAMPLE_RESULT, 3)
+    decoded = _read(v2, v3, _write(v2, make_record().model_dump()))
+    assert decoded["selected_samples"] is None
+    assert SampleResult.model_validate(decoded) == make_record()
 
 
 def test_codec_reads_a_known_newer_writer_into_the_model(make_record: RecordFactory) -> None:
-    v3 = fixture_v3()
+    v4 = fixture_v4()
     datum = make_record().model_dump() | {"seed": 1, "tags": []}
     datum["score"] = datum["score"] | {"confidence": None}
-    raw = b"\xc3\x01" + v3.fingerprint + _write(v3, datum)
+    raw = b"\xc3\x01" + v4.fingerprint + _write(v4, datum)
     assert Codec(catalog=evolution_catalog()).decode_sample_result(raw) == make_record()
 
 

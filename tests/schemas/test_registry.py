@@ -30,7 +30,7 @@ from resultlog.schemas._catalog import RUN_SUMMARY, SAMPLE_RESULT, build_version
 from resultlog.schemas._registry import Registry
 from tests.support.apicurio import ApicurioRegistry
 from tests.support.records import RecordFactory
-from tests.support.schemas import fixture_v3
+from tests.support.schemas import fixture_v4
 
 ClientFactory = Callable[[], SchemaRegistryClient]
 _topics = count()
@@ -139,7 +139,7 @@ def test_old_reader_reads_a_newer_writer_through_the_registry(
     new_client: ClientFactory, topic: str, make_record: RecordFactory
 ) -> None:
     Codec(registry_client=new_client()).encode_sample_result(make_record(), topic)
-    v3 = fixture_v3()
+    v3 = fixture_v4()
     schema_id = new_client().register_schema(f"{topic}-value", Schema(v3.text, "AVRO"))
     datum = make_record().model_dump() | {"seed": 3, "tags": ["x"]}
     datum["score"] = datum["score"] | {"confidence": 0.5}
@@ -192,7 +192,7 @@ def test_an_unresolvable_registry_writer_is_an_unknown_schema_error(
     schemaless_writer(buf, alien.parsed, {"only": 5})
     with pytest.raises(UnknownSchemaError, match="from the registry") as info:
         Codec(registry_client=client).decode_sample_result(_framed(schema_id, buf.getvalue()))
-    assert "cannot be read as resultlog.SampleResult v2" in info.value.reason
+    assert "cannot be read as resultlog.SampleResult v3" in info.value.reason
 
 
 def test_a_bad_registry_config_is_a_registry_error() -> None:

@@ -110,6 +110,7 @@ def sample_results(draw: st.DrawFn) -> SampleResult:
     usage = draw(st.none() | usages)
     kept = usage.total_cost if usage is not None else 0.0
     config = draw(st.none() | json_text)
+    size = draw(st.none() | st.integers(sample_index + 1, MAX_INDEX))
     fields: dict[str, Any] = {
         "run_id": draw(run_key_parts),
         "chunk_id": draw(st.none() | text),
@@ -120,7 +121,8 @@ def sample_results(draw: st.DrawFn) -> SampleResult:
         "sample_index": sample_index,
         "epoch": draw(st.integers(min_value=0, max_value=epochs - 1)),
         "epochs": epochs,
-        "dataset_size": draw(st.none() | st.integers(sample_index + 1, MAX_INDEX)),
+        "dataset_size": size,
+        "selected_samples": draw(st.none() | st.integers(1, size or MAX_INDEX)),
         "status": "degraded" if degraded else "completed",
         "score": draw(scores),
         "messages": tuple(draw(st.lists(messages, max_size=3))),
@@ -206,6 +208,7 @@ def extreme_records(draw: st.DrawFn) -> SampleResult:
         value,
         epochs=epochs,
         dataset_size=draw(st.sampled_from([None, 6])),
+        selected_samples=draw(st.sampled_from([None, 2, 6])),
         degraded=degraded,
         numeric=None
         if value == "S"

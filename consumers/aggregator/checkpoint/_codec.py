@@ -50,10 +50,16 @@ MAX_GENERATION = 10**15
 _NUMBER = re.compile(r"[0-9]{1,16}")
 _SCHEMA = shipped_catalog().current("resultlog.AggregatorCheckpoint")
 _PREFIX = b"\xc3\x01" + _SCHEMA.fingerprint
+# Every version since v2 names its exact log, so is read (resolved into the current one).
+_READERS = {
+    b"\xc3\x01" + old.fingerprint: (old.parsed, None if old is _SCHEMA else _SCHEMA.parsed)
+    for old in shipped_catalog().versions("resultlog.AggregatorCheckpoint")
+    if old.version >= 2
+}
 _OLD_PREFIXES = tuple(
     b"\xc3\x01" + old.fingerprint
     for old in shipped_catalog().versions("resultlog.AggregatorCheckpoint")
-    if old.fingerprint != _SCHEMA.fingerprint
+    if old.version < 2
 )
 _HEADER = "resultlog.CheckpointHeader"
 _PIECE = "resultlog.CheckpointPiece"
@@ -152,11 +158,12 @@ def decode(value: bytes) -> Header | Piece:
     """A header or a piece; CheckpointError if the bytes are not one of ours that holds."""
     if value.startswith(_OLD_PREFIXES):
         raise OldCheckpointError("written by an older version, naming no cluster or topic ID")
-    if not value.startswith(_PREFIX):
+    schemas = _READERS.get(value[: len(_PREFIX)])
+    if schemas is None:
         raise CheckpointError("not an aggregator checkpoint of a known schema version")
     try:
         datum: Any = fastavro.schemaless_reader(
-            io.BytesIO(value[len(_PREFIX) :]), _SCHEMA.parsed, None, return_record_name=True
+            io.BytesIO(value[len(_PREFIX) :]), *schemas, return_record_name=True
         )
         if datum["format_version"] != FORMAT_VERSION:
             raise CheckpointError(f"unknown format_version {datum['format_version']}")
@@ -323,6 +330,8 @@ def _columns(index: int, chunk: list[RunRows]) -> dict[str, Any]:
         "epochs": _pack("q", [item.shape.epochs for item in rows]),
         "dataset_size": _pack("q", [item.shape.dataset_size or 0 for item in rows]),
         "dataset_size_set": _pack("B", [item.shape.dataset_size is not None for item in rows]),
+        "selected_samples": _pack("q", [item.shape.selected or 0 for item in rows]),
+        "selected_samples_set": _pack("B", [item.shape.selected is not None for item in rows]),
         "created_at_ms": _pack("q", [item.created_at_ms for item in rows]),
     }
 
@@ -347,7 +356,12 @@ def _rows(body: dict[str, Any]) -> list[RunRows]:
     symbols = [ScoreValue(symbol) for symbol in body["value_symbols"]]
     numeric = _optional(col["numeric"], col["numeric_set"])
     sizes = _optional(col["dataset_size"], col["dataset_size_set"])
-    shape_keys = list(zip(col["epochs"], sizes, strict=True))
+    selected: list[int | None] = [None] * n  # a v2 piece holds no selections
+    if body["selected_samples"] is not None:
+        selected = _optional(
+            _unpack("q", body["selected_samples"], n), _unpack("B", body["selected_samples_set"], n)
+        )
+    shape_keys = list(zip(col["epochs"], sizes, selected, strict=True))
     distinct = {key: Shape(*key) for key in set(shape_keys)}  # one object per shape
     shapes = [distinct[key] for key in shape_keys]
     metrics: list[tuple[tuple[str, float], ...]] = []

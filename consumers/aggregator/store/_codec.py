@@ -38,7 +38,7 @@ META = b"\x00meta"
 TOTALS = b"T"
 LATEST = b"L"
 SAMPLES = b"S"
-_FIXED = struct.Struct("<qqqBBdBqqqqddqqBqHI")
+_FIXED = struct.Struct("<qqqBBdBqqqqddqqBqBqHI")
 _METRIC = struct.Struct("<Hd")
 _SAMPLE = struct.Struct("<qq")
 _KEY = struct.Struct(">qq")
@@ -74,14 +74,14 @@ def encode_contribution(item: Contribution) -> bytes:
     """Every field of a contribution, exactly."""
     sample_id = item.sample_id.encode("utf-8", "surrogatepass")
     tokens, shape, numeric = item.tokens, item.shape, item.numeric
-    size = shape.dataset_size
+    size, selected = shape.dataset_size, shape.selected
     parts = [
         _FIXED.pack(
             item.sample_index, item.epoch, item.created_at_ms, _VALUE_INDEX[item.value],
             numeric is not None, 0.0 if numeric is None else numeric, item.degraded,
             tokens.input, tokens.output, tokens.total, tokens.reasoning, item.cost, item.spent,
             item.generation_time_ms, shape.epochs, size is not None, size or 0,
-            len(item.metrics), len(sample_id),
+            selected is not None, selected or 0, len(item.metrics), len(sample_id),
         ),
         sample_id,
     ]  # fmt: skip
@@ -97,7 +97,8 @@ def decode_contribution(raw: bytes) -> Contribution:
     try:
         (sample_index, epoch, created_at_ms, value, numeric_set, numeric, degraded, input_tokens,
          output_tokens, total_tokens, reasoning_tokens, cost, spent, generation_time_ms, epochs,
-         size_set, size, metric_count, id_length) = _FIXED.unpack_from(raw)  # fmt: skip
+         size_set, size, selected_set, selected, metric_count,
+         id_length) = _FIXED.unpack_from(raw)  # fmt: skip
         cursor = _FIXED.size + id_length
         sample_id = raw[_FIXED.size : cursor].decode("utf-8", "surrogatepass")
         metrics = []
@@ -112,7 +113,9 @@ def decode_contribution(raw: bytes) -> Contribution:
             sample_id, sample_index, epoch, _VALUES[value], numeric if numeric_set else None,
             bool(degraded), tuple(metrics),
             Tokens(input_tokens, output_tokens, total_tokens, reasoning_tokens), cost, spent,
-            generation_time_ms, Shape(epochs, size if size_set else None), created_at_ms,
+            generation_time_ms,
+            Shape(epochs, size if size_set else None, selected if selected_set else None),
+            created_at_ms,
         )  # fmt: skip
     except (struct.error, UnicodeDecodeError, IndexError) as exc:
         raise StoreFormatError(f"an undecodable contribution: {exc}") from exc

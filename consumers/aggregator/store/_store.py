@@ -53,7 +53,7 @@ from resultlog.schemas import RunKey
 __all__ = ["DEFAULT_MEMORY", "FORMAT", "LogIdentity", "PartitionStore", "StoreMeta"]
 
 log = logging.getLogger(__name__)
-FORMAT = 1
+FORMAT = 2  # 2: a contribution holds its shape's selected samples
 _V = TypeVar("_V")
 _MISSING: Any = object()
 _ABSENT: Any = None  # a key known to hold nothing (cached misses and pending deletes)

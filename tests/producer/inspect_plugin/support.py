@@ -19,8 +19,7 @@ from resultlog.producer.inspect._xbench import current
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
-from resultlog.topics import ensure_topics
-from tests.support.kafka import raw_run_records
+from tests.support.kafka import raw_run_records, topic_settings
 
 REPO = Path(__file__).resolve().parents[3]
 TASK = "examples/inspect_arith.py"  # Inspect wants a task path relative to its cwd
@@ -53,21 +52,10 @@ def mock_answer(_input: Any, _tools: Any, _choice: Any, _config: GenerateConfig)
     return output
 
 
-def fresh_settings(bootstrap: str, **fields: object) -> Settings:
-    """Settings with topics of their own on `bootstrap` (3 partitions)."""
-    name = f"i{uuid.uuid4().hex[:12]}"
-    settings = Settings(
-        bootstrap_servers=bootstrap,
-        results_topic=f"{name}.sample-results",
-        summaries_topic=f"{name}.run-summaries",
-        dlq_topic=f"{name}.sample-results.dlq",
-        aggregator_group=f"{name}.aggregator",
-        leases_topic=f"{name}.leases",  # the plugin leases what each task writes
-        partitions=3,
-        **fields,  # type: ignore[arg-type]
-    )
-    ensure_topics(KafkaConnection(settings))
-    return settings
+def fresh_settings(bootstrap: str, **fields: Any) -> Settings:
+    """Settings with every topic and group of their own on `bootstrap` (3 partitions)."""
+    fields.setdefault("partitions", 3)
+    return topic_settings(bootstrap, f"i{uuid.uuid4().hex[:12]}", **fields)
 
 
 def inspect_env(env: dict[str, str], server: ModelServer) -> dict[str, str]:

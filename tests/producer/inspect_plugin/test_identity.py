@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from resultlog.consumers import read_run_records, run_keys_of
+from resultlog.consumers import read_run_records, replay_run, run_keys_of
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import ModelServer
 from resultlog.settings import Settings
@@ -20,7 +20,12 @@ from tests.producer.inspect_plugin.support import (
     inspect_env,
     inspect_eval,
     latest,
+    run_key,
 )
+from tests.support.aggregator import served, serving_aggregator
+from tests.support.cli import printed_json, run_cli
+from tests.support.summaries import bare
+from tests.support.waiting import wait_for
 
 # A task whose sums start at `start`: two tasks of one name, told apart by an argument.
 LEVELS = """
@@ -63,6 +68,27 @@ def test_selecting_other_samples_never_overwrites_the_records_of_those_not_selec
     placed = {r.sample_id: r.sample_index for r in records}
     assert placed == {f"q{i}": i - 1 for i in (2, 3, 4, 5, 6, 7, 8)}
     assert {r.dataset_size for r in records} == {SAMPLES}
+
+
+def test_a_finished_limited_selection_expects_only_its_own_pairs(
+    settings: Settings, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    with ModelServer(latency_s=0.002) as server:
+        env = inspect_env(cli_env, server)
+        done = inspect_eval(env, "ranged", tmp_path, "--limit", "3-6", "--epochs", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    key = run_key("ranged")
+    assert {(r.dataset_size, r.selected_samples) for r in latest(settings, "ranged")} == {
+        (SAMPLES, 4)
+    }
+    with KafkaConnection(settings) as kafka:
+        replayed = replay_run(kafka, key).summaries[key]
+    assert (replayed.records, replayed.expected_records, replayed.out_of_shape) == (8, 8, 0)
+    names = ("--run-id", key.run_id, "--benchmark", key.benchmark_id, "--model", key.model)
+    status = printed_json(run_cli(cli_env, "status", *names, "--json"))
+    assert (status["records"], status["expected_records"], status["completed"]) == (8, 8, 8)
+    with serving_aggregator(settings) as (_, url):
+        wait_for(lambda: served(url, key) == bare(replayed), "the aggregator's summary")
 
 
 def test_two_tasks_of_one_name_write_two_run_keys(
