@@ -31,9 +31,13 @@ LAYOUT = {
     "producer": "resultlog/producer",
     "consumers": "resultlog/consumers",
 }
-# Stands in until build_ext runs: it makes the wheel platform-specific, and build_ext replaces
-# it with mypyc's extensions (compiling them only when a build really happens).
-PLACEHOLDER = Extension(HOTPATH["GROUP"] + "__mypyc", sources=[])
+# The extensions mypyc makes, by name (its group's shared library, then one per module): empty
+# until build_ext runs, which fills them in (finalizing it, as listing an sdist's files does,
+# must not run mypyc). They make the wheel platform-specific.
+PLACEHOLDERS = [
+    Extension(name, sources=[])
+    for name in (HOTPATH["GROUP"] + "__mypyc", *HOT_MODULES, HOTPATH["STAMP"])
+]
 
 
 def _say(reason: str) -> None:
@@ -108,28 +112,25 @@ def _extensions(build: Path) -> list[Extension]:
 class BuildHotPath(build_ext):
     """build_ext of the compiled fold path: it builds it, or nothing and says why once."""
 
-    def finalize_options(self) -> None:
-        if self.distribution.ext_modules:
-            reason = _no_compiler()
-            modules: list[Extension] = []
-            if reason is None:
-                try:
-                    modules = _extensions(ROOT / "build" / "mypyc")
-                except (Exception, SystemExit) as exc:  # mypy's errors exit
-                    reason = f"mypyc failed: {exc}"
-            if reason is not None:
-                _say(reason)
-            self.distribution.ext_modules = modules
-        super().finalize_options()
-
     def run(self) -> None:
-        try:
-            super().run()
-        except Exception as exc:
-            _say(f"compiling failed: {exc}")
-            self.extensions = self.distribution.ext_modules = []
+        if not self.extensions:
+            return
+        reason = _no_compiler()
+        if reason is None:
+            try:
+                built = {ext.name: ext for ext in _extensions(ROOT / "build" / "mypyc")}
+                for ext in self.extensions:
+                    vars(ext).update(
+                        (k, v) for k, v in vars(built[ext.name]).items() if k[0] != "_"
+                    )
+                super().run()
+                return
+            except (Exception, SystemExit) as exc:  # mypy's errors exit; a compiler's raise
+                reason = f"compiling failed: {exc}"
+        _say(reason)
+        self.extensions = []
 
 
 # RESULTLOG_PURE_PYTHON=1 at build time: nothing to compile, a pure wheel.
 PURE = os.environ.get(HOTPATH["ENV"], "") not in ("", "0")
-setup(ext_modules=[] if PURE else [PLACEHOLDER], cmdclass={"build_ext": BuildHotPath})
+setup(ext_modules=[] if PURE else PLACEHOLDERS, cmdclass={"build_ext": BuildHotPath})
