@@ -142,8 +142,11 @@ def test_the_reasons_for_the_twins(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert _hotpath._why_pure() == "a module of the compiled fold path is missing"
 
 
-def test_setup_compiles_the_modules_the_chooser_chooses() -> None:
+def test_make_install_rebuilds_when_a_compiled_module_changes() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    listed = makefile.split("HOT_SOURCES :=", 1)[1].split("\n\n", 1)[0]
+    sources = set(listed.replace("\\", " ").split())
+    assert sources == {"setup.py", "resultlog/_hotpath.py", *_hotpath.HOT_MODULES.values()}
     for name, source in _hotpath.HOT_MODULES.items():
         assert (REPO / source).is_file(), name
-        module = importlib.import_module(name)
-        assert module.__name__ == name
+        assert importlib.import_module(name).__name__ == name
