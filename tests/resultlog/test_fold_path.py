@@ -8,6 +8,7 @@ re-fold, golden vectors) is a child pytest with RESULTLOG_PURE_PYTHON=1.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import logging
 import os
