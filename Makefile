@@ -10,14 +10,21 @@ DOCS_ADDR ?= 127.0.0.1:8000
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-$(BIN)/resultlog: pyproject.toml
+# The compiled fold path is built from these (resultlog/_hotpath.py lists the modules): a
+# change rebuilds it, else the twins would run (said at INFO) until the next install.
+HOT_SOURCES := setup.py resultlog/_hotpath.py schemas/_prefix.py consumers/_contribution.py \
+	consumers/fold.py consumers/_decode.py consumers/_scan.py consumers/_run_read.py \
+	consumers/replay.py
+
+$(BIN)/resultlog: pyproject.toml $(HOT_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	@# setuptools explains editable installs in a banner on every install: nothing to act on.
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e '.[dev]'
+	@$(BIN)/python -c 'import resultlog; print("resultlog fold path:", resultlog.fold_path())'
 	@touch $@
 
-install: $(BIN)/resultlog ## create .venv and install resultlog with its test and lint tools
+install: $(BIN)/resultlog ## create .venv and install resultlog (its fold compiled by mypyc) and its tools
 
 test: install ## run the test suite against a real Kafka (RESULTLOG_BOOTSTRAP_SERVERS or our launcher)
 	$(BIN)/pytest -m "not faults" $(PYTEST_ARGS)

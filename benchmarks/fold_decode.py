@@ -18,6 +18,7 @@ from io import BytesIO
 from fastavro import schemaless_reader
 
 from benchmarks.codec import best_rates, realistic_record
+from resultlog.consumers import fold_path
 from resultlog.consumers.fold import Contribution
 from resultlog.schemas import Codec, shipped_catalog
 
@@ -56,6 +57,7 @@ def main() -> None:
     )
     baseline = rates["raw fastavro full decode (baseline)"]
     print(f"# one record of {len(framed)} bytes framed, {len(record.messages)} messages")
+    print(f"# fold path: {fold_path()}")
     print(f"{'decoder':<38}{'records/s':>12}{'/ baseline':>12}")
     for name, rate in rates.items():
         print(f"{name:<38}{rate:>12,.0f}{rate / baseline:>11.2f}x")

@@ -41,6 +41,7 @@ from benchmarks._kafka import (
     record,
 )
 from benchmarks._results import Goal, Result, add_results_argument, report
+from resultlog.consumers import fold_path
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import Codec, RunKey, encode_key, partition_for
 from resultlog.settings import Settings
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     add_results_argument(parser)
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.records.split(",")]
+    print(f"fold path of the aggregators: {fold_path()}", flush=True)
     with bootstrap_servers() as bootstrap:
         results = [measure(bootstrap, count, args.tail) for count in counts]
     _report(results, args.tail)

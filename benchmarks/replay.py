@@ -27,7 +27,7 @@ from benchmarks._kafka import (
     raw_consume_and_decode,
 )
 from benchmarks._results import Goal, Result, add_results_argument, report
-from resultlog.consumers import replay_all
+from resultlog.consumers import fold_path, replay_all
 from resultlog.kafka import KafkaConnection
 
 PARTITIONS = 6
@@ -44,6 +44,7 @@ def main() -> int:
     add_results_argument(parser)
     args = parser.parse_args()
     counts = sorted(int(n) for n in args.records.split(","))
+    print(f"fold path: {fold_path()}", flush=True)
     with bootstrap_servers() as bootstrap:
         topic = args.topic or f"bench-replay-{uuid.uuid4().hex[:8]}"
         for count in counts:

@@ -15,6 +15,7 @@ if __name__ != "resultlog.consumers":
 
 from typing import TYPE_CHECKING, Any
 
+from resultlog._hotpath import fold_path
 from resultlog.consumers._scored import SCORER_PREFIX
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold, fold
@@ -85,6 +86,7 @@ __all__ = [
     "execute_purge",
     "fence_lease",
     "fold",
+    "fold_path",
     "live_leases",
     "plan_purge",
     "publish_replayed",

@@ -349,8 +349,10 @@ class RunFold:
     ) -> RunFold:
         """The fold whose totals are `state` over the per-key state `latest` already holds
         and the per-sample state `held_samples` holds (no refold)."""
-        resumed = cls.__new__(cls)  # not __init__: its empty per-sample mapping would clear
-        resumed.run_key, resumed._latest, resumed._new_samples = run_key, latest, samples
+        # __init__ gets the held per-sample state: its own factory's empty mapping would clear
+        # it (mypyc compiles no `cls.__new__(cls)`).
+        resumed = cls(run_key, latest, lambda: held_samples)
+        resumed._new_samples = samples
         (spent, newest, records, degraded, not_skipped, tokens, cost, time_ms,
          sums, counts, answered, skipped, correct, by_kept, scorers) = state  # fmt: skip
         resumed._spent, resumed._newest = spent, newest

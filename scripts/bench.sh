@@ -38,6 +38,8 @@ else
 fi
 load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "machine: $(nproc) cores, load average $load_at_start (1, 5, 15 min)"
+fold_path=$(.venv/bin/python -c 'import resultlog; print(resultlog.fold_path())')
+echo "fold path: $fold_path"
 
 missing=()
 for module in "${modules[@]}"; do
@@ -85,7 +87,7 @@ $quick && mode="make bench-quick (100k records, short windows)"
 context="Written by $mode on $(date -u '+%Y-%m-%d %H:%M UTC') at commit \
 $(git rev-parse --short HEAD 2>/dev/null || echo unknown): $(nproc) cores, load average \
 $load_at_start at the start and $(cut -d' ' -f1-3 /proc/loadavg) at the end (1, 5, 15 min), \
-$((SECONDS - started)) s. On a shared machine times are upper bounds and rates lower bounds; \
+$((SECONDS - started)) s, fold path $fold_path. On a shared machine times are upper bounds and rates lower bounds; \
 ratios compare figures of the same run."
 .venv/bin/python -m benchmarks._results "$results" --markdown docs/_generated/bench.md \
   --context "$context"

@@ -13,6 +13,7 @@ import hypothesis
 import pytest
 from confluent_kafka.admin import AdminClient
 
+import resultlog
 from resultlog.broker import KAFKA_VERSION, LocalKafka, free_port
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.model_client import ModelClient
@@ -168,3 +169,8 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
         if process.poll() is None:
             process.kill()
             process.communicate(timeout=30)
+
+
+def pytest_report_header() -> str:
+    """The fold path this run tests (tests/resultlog/test_fold_path.py runs the twins too)."""
+    return f"fold path: {resultlog.fold_path()}"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
+from resultlog._hotpath import compiled
 from resultlog.broker import KAFKA_VERSION
 from resultlog.cli import (
     _acl,
@@ -69,7 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version",
         action="version",
-        version=f"%(prog)s {version('resultlog')} (local broker: Apache Kafka {KAFKA_VERSION})",
+        version=(
+            f"%(prog)s {version('resultlog')} (local broker: Apache Kafka {KAFKA_VERSION}; "
+            f"fold: {'mypyc' if compiled() else 'pure Python'})"
+        ),
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _command_registrars():

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from resultlog._hotpath import compiled
 from resultlog.broker import KAFKA_VERSION, default_kafka_dir, jar_cache_dir
 from resultlog.cli import build_parser, main
 from resultlog.kafka import LIBRDKAFKA_LOGGER
@@ -73,7 +74,8 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out.strip() == (
-        f"resultlog 0.1.0 (local broker: Apache Kafka {KAFKA_VERSION})"
+        f"resultlog 0.1.0 (local broker: Apache Kafka {KAFKA_VERSION}; "
+        f"fold: {'mypyc' if compiled() else 'pure Python'})"
     )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from resultlog._hotpath import HOT_MODULES
 from resultlog.broker import fetch_kafka_jars, kafka_manifest
 from tests.support.cli import printed_json
 from tests.support.maven import lay_out, serve_repository
@@ -162,6 +163,23 @@ def test_the_installed_package_is_the_wheel_s(venv: Path, outside: Path) -> None
     where, strays = _run([str(venv / "python"), "-c", probe], outside).stdout.splitlines()
     assert Path(where).is_relative_to(venv.parent) and "site-packages" in Path(where).parts
     assert strays == "[]"
+
+
+@pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="no C compiler")
+def test_the_wheel_runs_its_fold_compiled_with_the_pure_twins_beside(
+    wheel: Path, venv: Path, outside: Path
+) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    for name in HOT_MODULES:
+        path = name.replace(".", "/")
+        assert f"{path}.py" in names, name
+        assert [n for n in names if n.startswith(f"{path}.") and n.endswith(".so")], name
+    probe = "import resultlog, resultlog.consumers.replay; print(resultlog.fold_path())"
+    ran = _run([str(venv / "python"), "-c", probe], outside)
+    assert ran.stdout.strip() == "compiled (mypyc)"
+    pure = _run([str(venv / "python"), "-c", probe], outside, RESULTLOG_PURE_PYTHON="1")
+    assert pure.stdout.strip() == "pure Python (RESULTLOG_PURE_PYTHON=1)"
 
 
 def test_the_installed_cli_runs_and_replays_a_run(venv: Path, outside: Path, broker: str) -> None:
