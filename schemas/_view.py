@@ -33,6 +33,7 @@ from resultlog.schemas._types import (
     RunKeyPart,
 )
 from resultlog.schemas.models import RecordError, RecordRules, RecordStatus, Score, Usage
+from resultlog.schemas.runkey import is_run_key_part
 
 __all__ = [
     "FOLD_FIELDS",
@@ -294,8 +295,11 @@ def _fields(datum: dict[str, Any]) -> bool:
         and type(datum["run_id"]) is str
         and type(datum["benchmark_id"]) is str
         and type(datum["model"]) is str
+        and is_run_key_part(datum["run_id"])
+        and is_run_key_part(datum["benchmark_id"])
+        and is_run_key_part(datum["model"])
         and type(datum["sample_id"]) is str
-        and "" not in (datum["run_id"], datum["benchmark_id"], datum["model"], datum["sample_id"])
+        and datum["sample_id"] != ""
         and _index(datum["sample_index"])
         and _index(datum["epoch"])
         and datum["status"] in ("completed", "degraded")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 
 from resultlog.schemas.errors import SchemaError
 
@@ -56,6 +57,16 @@ def _check_part(name: str, value: object) -> None:
             f"RunKey.{name} contains a control character, U+{ord(char):04X} ({label}), at "
             f"position {found.start()} (control and bidi characters are refused)"
         )
+
+
+@lru_cache(maxsize=4096)  # readers meet the same few run keys on every record
+def is_run_key_part(value: str) -> bool:
+    """Whether `value` may be a part of a run key (what `_check_part` accepts), quietly."""
+    try:
+        _check_part("part", value)
+    except InvalidRunKeyError:
+        return False
+    return True
 
 
 def check_run_key_part(value: str, name: str) -> str:

@@ -88,6 +88,7 @@ DATUMS = st.fixed_dictionaries(
         "status": st.sampled_from(["completed", "degraded"]),
         "epochs": _near(1, MAX_INDEX) | st.integers(0, 4),
         "dataset_size": _maybe(INDEX),
+        "selected_samples": _maybe(INDEX | st.integers(0, 4)),
         "usage": _maybe(USAGE),
         "generation_time_ms": _maybe(_near(0, MAX_MILLIS)),
         "attempts": _maybe(INDEX),
