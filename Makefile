@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 DOCS_ADDR ?= 127.0.0.1:8000
+# The fault tier also runs the slow tests (builds, a suite rerun on the twins), so that the two
+# tiers .ci/run starts side by side take about as long (tests/support/fault_table.py agrees).
+FAULT_TIER := faults or slow
 
 .PHONY: help install test test-faults lint format docs demo page page-down bench bench-quick kafka-up kafka-down clean
 
@@ -27,10 +30,10 @@ $(BIN)/resultlog: pyproject.toml $(HOT_SOURCES)
 install: $(BIN)/resultlog ## create .venv and install resultlog (its fold compiled by mypyc) and its tools
 
 test: install ## run the test suite against a real Kafka (RESULTLOG_BOOTSTRAP_SERVERS or our launcher)
-	$(BIN)/pytest -m "not faults" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not faults and not slow" $(PYTEST_ARGS)
 
 test-faults: install ## run the fault-injection tier (restarts, compaction, hostile input)
-	$(BIN)/pytest -m faults $(PYTEST_ARGS)
+	$(BIN)/pytest -m "$(FAULT_TIER)" $(PYTEST_ARGS)
 
 lint: install ## ruff (lint and format check), mypy, and the docs site built with --strict
 	$(BIN)/ruff check .

@@ -12,7 +12,7 @@ import pytest
 
 from resultlog.broker import LocalKafka
 from resultlog.settings import Settings
-from tests.support.fault_table import FaultRow, what_it_checks, write_fault_table
+from tests.support.fault_table import FAULT_TIER, FaultRow, what_it_checks, write_fault_table
 from tests.support.kafka import topic_settings
 
 
@@ -77,7 +77,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     checks, rows = config.stash.get(_CHECKS, {}), config.stash.get(_ROWS, {})
     whole_tier = (
-        config.getoption("markexpr") == "faults"
+        config.getoption("markexpr") in ("faults", FAULT_TIER)
         and not config.getoption("keyword")
         and not config.getoption("deselect", None)
         and not config.getoption("lf", False)

@@ -84,6 +84,7 @@ def test_this_run_says_which_path_it_runs() -> None:
     assert resultlog.fold_path().startswith("compiled" if expected else "pure Python")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_fold_property_tests_pass_on_the_twins() -> None:
     if not _hotpath.compiled():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.resultlog.test_wheel import REPO, _copy_of_the_tree
+from tests.support.fault_table import FAULT_TIER
 
 _RECIPE = re.compile(r'^\t(?:(\w+)="([^"]*)" )?\$\(BIN\)/pip install -q -e ', re.MULTILINE)
 
@@ -44,3 +45,8 @@ def test_the_editable_install_of_make_install_is_quiet(tmp_path: Path) -> None:
     assert "is absent from the `packages` configuration" not in output
     # Without the Makefile's setting the banner shows: this test would see it.
     assert "Editable installation" in install({"PATH": env["PATH"], "HOME": env["HOME"]})
+
+
+def test_the_fault_tier_of_the_makefile_is_the_one_its_table_waits_for() -> None:
+    [tier] = re.findall(r"^FAULT_TIER := (.+)$", (REPO / "Makefile").read_text(), re.MULTILINE)
+    assert tier == FAULT_TIER

@@ -13,9 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["FaultRow", "fault_table", "summary_line", "what_it_checks", "write_fault_table"]
+__all__ = [
+    "FAULT_TIER",
+    "FaultRow",
+    "fault_table",
+    "summary_line",
+    "what_it_checks",
+    "write_fault_table",
+]
 
 TABLE = Path(__file__).resolve().parents[2] / "docs" / "_generated" / "faults.md"
+FAULT_TIER = "faults or slow"
+"""`make test-faults`'s marker expression (the Makefile's FAULT_TIER)."""
 
 
 @dataclass(frozen=True)
