@@ -298,8 +298,7 @@ def _fields(datum: dict[str, Any]) -> bool:
         and is_run_key_part(datum["run_id"])
         and is_run_key_part(datum["benchmark_id"])
         and is_run_key_part(datum["model"])
-        and type(datum["sample_id"]) is str
-        and datum["sample_id"] != ""
+        and _text(datum["sample_id"])
         and _index(datum["sample_index"])
         and _index(datum["epoch"])
         and datum["status"] in ("completed", "degraded")
