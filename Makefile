@@ -13,11 +13,10 @@ FAULT_TIER := faults or slow
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-# The compiled fold path is built from these (resultlog/_hotpath.py lists the modules): a
-# change rebuilds it, else the twins would run (said at INFO) until the next install.
-HOT_SOURCES := setup.py resultlog/_hotpath.py schemas/_prefix.py consumers/_contribution.py \
-	consumers/fold.py consumers/_decode.py consumers/_scan.py consumers/_run_read.py \
-	consumers/replay.py
+# The compiled fold path is built from these (resultlog/_hotpath.py's HOT_MODULES, read with
+# the stdlib alone): a change rebuilds it, else the twins would run (said at INFO).
+HOT_SOURCES := setup.py resultlog/_hotpath.py $(shell $(PYTHON) -c 'import runpy; \
+	print(*runpy.run_path("resultlog/_hotpath.py")["HOT_MODULES"].values())')
 
 $(BIN)/resultlog: pyproject.toml $(HOT_SOURCES)
 	$(PYTHON) -m venv $(VENV)

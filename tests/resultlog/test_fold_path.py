@@ -10,8 +10,10 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import importlib.util
+import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,8 +42,6 @@ print(json.dumps({"path": resultlog.fold_path(), "files": files}))
 
 def _probe(**env: str) -> dict[str, object]:
     """What a fresh interpreter runs: the fold path it says, and each hot module's file."""
-    import json
-
     done = subprocess.run(
         [sys.executable, "-c", PROBE],
         env={**os.environ, **env},
@@ -145,9 +145,16 @@ def test_the_reasons_for_the_twins(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_make_install_rebuilds_when_a_compiled_module_changes() -> None:
-    makefile = (REPO / "Makefile").read_text()
-    listed = makefile.split("HOT_SOURCES :=", 1)[1].split("\n\n", 1)[0]
-    sources = set(listed.replace("\\", " ").split())
+    database = subprocess.run(
+        ["make", "--print-data-base", "--dry-run", "help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    [listed] = re.findall(r"^HOT_SOURCES := (.*)$", database, re.MULTILINE)
+    sources = set(listed.split())
     assert sources == {"setup.py", "resultlog/_hotpath.py", *_hotpath.HOT_MODULES.values()}
     for name, source in _hotpath.HOT_MODULES.items():
         assert (REPO / source).is_file(), name
