@@ -6,6 +6,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +73,14 @@ def inspect_env(env: dict[str, str], server: ModelServer) -> dict[str, str]:
     }
 
 
-def eval_command(run_id: str, log_dir: Path, *options: str) -> list[str]:
-    """`inspect eval` of the repo's example task, publishing as run `run_id`."""
+def eval_command(
+    run_id: str, log_dir: Path, *options: str, tasks: Sequence[str] = (TASK,)
+) -> list[str]:
+    """`inspect eval` of `tasks` (the repo's example task), publishing as run `run_id`."""
     return [
         INSPECT,
         "eval",
-        TASK,
+        *tasks,
         "--model",
         MODEL,
         "--metadata",
@@ -91,12 +94,17 @@ def eval_command(run_id: str, log_dir: Path, *options: str) -> list[str]:
 
 
 def inspect_eval(
-    env: dict[str, str], run_id: str, log_dir: Path, *options: str
+    env: dict[str, str],
+    run_id: str,
+    log_dir: Path,
+    *options: str,
+    tasks: Sequence[str] = (TASK,),
+    cwd: Path = REPO,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `inspect eval` in the repository to the end."""
+    """Run `inspect eval` of `tasks` in `cwd` (the repository) to the end."""
     return subprocess.run(
-        eval_command(run_id, log_dir, *options),
-        cwd=REPO,
+        eval_command(run_id, log_dir, *options, tasks=tasks),
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,

@@ -13,7 +13,6 @@ from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import ModelServer
 from resultlog.settings import Settings
 from tests.producer.inspect_plugin.support import (
-    INSPECT,
     MODEL,
     SAMPLES,
     TIMEOUT_S,
@@ -46,12 +45,6 @@ def {name}(start: int = {default}) -> Task:
         scorer=match(numeric=True),
     )
 """
-
-
-def _run(env: dict[str, str], cwd: Path, *command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        list(command), cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-    )
 
 
 def test_selecting_other_samples_never_overwrites_the_records_of_those_not_selected(
@@ -108,23 +101,17 @@ def test_two_tasks_of_one_name_write_two_run_keys(
     )
     with ModelServer(latency_s=0.002) as server:
         env = inspect_env(cli_env, server)
-        files = _run(
-            env,
-            tmp_path,
-            INSPECT,
-            "eval",
-            "one.py@same",
-            "two.py@same",
-            "--model",
-            MODEL,
-            "--metadata",
-            "resultlog_run=files",
-            "--log-dir",
-            "logs",
-            "--display",
-            "plain",
+        files = inspect_eval(
+            env, "files", Path("logs"), tasks=["one.py@same", "two.py@same"], cwd=tmp_path
         )
-        args = _run({**env, "PYTHONPATH": str(tmp_path)}, tmp_path, sys.executable, "-c", script)
+        args = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
         asked = len(server.requests)
     assert files.returncode == 0, files.stdout + files.stderr
     assert args.returncode == 0, args.stdout + args.stderr

@@ -4,7 +4,6 @@ durable, the big one's payload reduced and said so, and the records name the mod
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from resultlog.consumers import read_run_records, replay_run
@@ -12,7 +11,7 @@ from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
-from tests.producer.inspect_plugin.support import INSPECT, MODEL, TIMEOUT_S, inspect_env
+from tests.producer.inspect_plugin.support import MODEL, inspect_env, inspect_eval
 
 # Three sums, the second carrying 1.2 MB of random hex after its question.
 BIG = """
@@ -45,15 +44,9 @@ def test_an_input_over_a_message_is_made_to_fit_and_the_eval_succeeds(
 ) -> None:
     (tmp_path / "big.py").write_text(BIG)
     with ModelServer(latency_s=0.002, error_rate=0.0) as server:  # no pair retried forever
-        command = [INSPECT, "eval", "big.py@big", "--model", MODEL, "--epochs", "2"]
-        command += ["--metadata", "resultlog_run=big", "--log-dir", "logs", "--display", "plain"]
-        done = subprocess.run(
-            command,
-            cwd=tmp_path,
-            env=inspect_env(cli_env, server),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
+        env = inspect_env(cli_env, server)
+        done = inspect_eval(
+            env, "big", Path("logs"), "--epochs", "2", tasks=["big.py@big"], cwd=tmp_path
         )
         endpoint = server.base_url
     assert done.returncode == 0, done.stdout + done.stderr
