@@ -168,12 +168,15 @@ class ConsumerLoop:
         for start in range(0, len(decoded), _APPLY_CHUNK):
             # Released between chunks: a reader never waits for a whole batch to be folded.
             with self._shared.lock:
-                for item in decoded[start : start + _APPLY_CHUNK]:
+                chunk = decoded[start : start + _APPLY_CHUNK]
+                for item in chunk:
                     self._apply(item)
+                # Counted before the lock lets readers see the chunk: whoever sees the
+                # folded state (or readiness) sees the records counted too.
+                self._metrics.consumed.inc(len(chunk))
         with self._shared.lock:
             for partition, offset in ends:
                 self._state.reached_end(partition, offset)
-        self._metrics.consumed.inc(len(decoded))
         for item in decoded:
             self._dead_letter(item)
         if unread:
