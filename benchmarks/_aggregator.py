@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -30,17 +30,17 @@ def fresh_settings(partitions: int) -> Settings:
 
 @contextlib.contextmanager
 def serving(settings: Settings) -> Iterator[str]:
-    """An aggregator on the settings' topics, ready; yields its base URL; topics deleted after."""
-    env = settings_env(settings)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks._aggregator"], env=env, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        yield _wait_ready(child)
-    finally:
-        child.terminate()
-        child.wait(30)
-        KafkaConnection(settings).admin().delete_topics(settings.every_topic())
+    """An aggregator on the settings' topics with a state directory of its own, ready; yields
+    its base URL; topics deleted after."""
+    with tempfile.TemporaryDirectory(prefix="resultlog-bench-state-") as state_dir:
+        child, base_url = spawn(settings, "--state-dir", state_dir)
+        try:
+            _wait_ready(child, base_url)
+            yield base_url
+        finally:
+            child.terminate()
+            child.wait(30)
+            KafkaConnection(settings).admin().delete_topics(settings.every_topic())
 
 
 def spawn(settings: Settings, *options: str) -> tuple[subprocess.Popen[str], str]:
@@ -71,23 +71,11 @@ def _announced(child: subprocess.Popen[str]) -> str:
     return base_url.rstrip("/")
 
 
-def _wait_ready(child: subprocess.Popen[str]) -> str:
-    base_url = _announced(child)
+def _wait_ready(child: subprocess.Popen[str], base_url: str) -> None:
     deadline = time.monotonic() + 60
     while httpx.get(base_url + "/healthz").status_code != 200:
+        if child.poll() is not None:
+            raise SystemExit(f"the aggregator exited ({child.returncode}) before it was ready")
         if time.monotonic() > deadline:
             raise SystemExit("the aggregator never became ready")
         time.sleep(0.05)
-    return base_url
-
-
-def _serve() -> int:
-    """The child: `resultlog aggregator --http 127.0.0.1:0`, through its own handler."""
-    from resultlog.cli._aggregator import aggregator_command
-
-    args = argparse.Namespace(http=("127.0.0.1", 0), group=None, instance_id=None)
-    return aggregator_command(args)
-
-
-if __name__ == "__main__":
-    sys.exit(_serve())
