@@ -8,6 +8,7 @@ if __name__ != "resultlog.schemas":
     )
 
 from resultlog.schemas._catalog import SchemaCatalog, SchemaVersion, shipped_catalog
+from resultlog.schemas._prefix import FoldPrefix
 from resultlog.schemas._types import (
     FORMAT_VERSION,
     MAX_COST_USD,
@@ -73,6 +74,7 @@ __all__ = [
     "ConfigurationError",
     "DecodeError",
     "FoldFields",
+    "FoldPrefix",
     "FoldView",
     "Harness",
     "InvalidRunKeyError",

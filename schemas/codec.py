@@ -21,7 +21,7 @@ from resultlog.schemas._catalog import (
     SchemaVersion,
     shipped_catalog,
 )
-from resultlog.schemas._prefix import read_fold_prefix
+from resultlog.schemas._prefix import FoldPrefix, read_fold_prefix, read_prefix
 from resultlog.schemas._registry import Registry, SchemaNotFoundError
 from resultlog.schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
 from resultlog.schemas._view import FoldFields, FoldView, ViewPlans, accepts, millis_error
@@ -113,6 +113,10 @@ class _RecordCodec(Generic[ModelT]):
         self._hand_read: dict[bytes, bool] = {}
         if name == SAMPLE_RESULT and self.reader.fingerprint == _SHIPPED_V3.fingerprint:
             self._hand_read = {_SHIPPED_V2.fingerprint: False, _SHIPPED_V3.fingerprint: True}
+        # The same, by the whole single-object header of a value (magic and fingerprint).
+        self.hand_read_headers: dict[bytes, bool] = {
+            SINGLE_OBJECT_MAGIC + fingerprint: v3 for fingerprint, v3 in self._hand_read.items()
+        }
 
     def encode(self, record: ModelT, registry: Registry | None, topic: str | None) -> bytes:
         """Frame and serialize a validated record."""
@@ -349,6 +353,19 @@ class Codec:
         raw = _as_bytes(raw, where)
         datum = self._view_datum(raw, where)
         return cast(FoldView, self._samples.validate(self._validate_view, datum, raw, where))
+
+    @property
+    def hand_read_headers(self) -> Mapping[bytes, bool]:
+        """The single-object headers (magic and fingerprint) of the writer schemas whose fold
+        prefix `read_prefix` reads by hand, each with whether it is v3 (else v2)."""
+        return self._samples.hand_read_headers
+
+    def fold_prefix(self, raw: bytes) -> FoldPrefix | None:
+        """The fold prefix of a single-object v2 or v3 value, read by hand and not yet checked
+        (`FoldPrefix.acceptable`); None for any other framing or writer, and for bytes the hand
+        reader leaves to fastavro (then `decode_fold_fields` decides)."""
+        v3 = self._samples.hand_read_headers.get(raw[:_SINGLE_OBJECT_HEADER])
+        return None if v3 is None else read_prefix(raw, _SINGLE_OBJECT_HEADER, v3)
 
     def decode_fold_fields(
         self,

@@ -56,6 +56,7 @@ CONTRACT = [
     # the codec and its schemas
     "Codec",
     "FoldFields",
+    "FoldPrefix",
     "FoldView",
     "SchemaCatalog",
     "SchemaVersion",

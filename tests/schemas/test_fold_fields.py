@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from io import BytesIO
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from fastavro import schemaless_writer
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -22,8 +24,11 @@ from resultlog.schemas import (
     DecodeError,
     FoldView,
     SampleResult,
+    shipped_catalog,
 )
-from resultlog.schemas._view import accepts
+from resultlog.schemas._prefix import FIRST_MS, LAST_MS, read_prefix
+from resultlog.schemas._view import ViewPlans, accepts
+from resultlog.schemas.runkey import is_run_key_part
 from tests.schemas.test_fold_view import VECTORS
 from tests.support.framings import framings
 from tests.support.records import RecordFactory
@@ -45,6 +50,7 @@ def _reals(*bounds: float) -> st.SearchStrategy[float]:
     return st.sampled_from(near + specials) | st.floats(allow_nan=True, allow_infinity=True)
 
 
+CUT_V3 = ViewPlans(shipped_catalog().get("resultlog.SampleResult", 3)).reader
 INDEX = _near(0, MAX_INDEX)
 TEXT = st.sampled_from(["", "a", "é"]) | st.text(max_size=3)
 COST = _reals(0.0, 1e-9, MAX_COST_USD)
@@ -115,6 +121,44 @@ def test_the_plain_check_accepts_exactly_what_the_fold_view_model_accepts(
     datum: dict[str, Any],
 ) -> None:
     assert accepts(datum) == _pydantic_accepts(datum)
+
+
+def _cut_v3_body(datum: dict[str, Any]) -> bytes | None:
+    """The datum written with v3's cut schema (created_at a plain long): a fold prefix's bytes;
+    None for a value its Avro type cannot hold (an int field past 32 bits)."""
+    body = BytesIO()
+    fields = {k: v for k, v in datum.items() if k != "created_at_ms"}
+    try:
+        schemaless_writer(body, CUT_V3, fields | {"created_at": datum["created_at_ms"]})
+    except ValueError:
+        return None
+    return body.getvalue()
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(datum=DATUMS)
+def test_the_prefix_check_accepts_exactly_what_the_fold_view_model_accepts(
+    datum: dict[str, Any],
+) -> None:
+    raw = _cut_v3_body(datum)
+    assume(raw is not None)
+    assert raw is not None
+    prefix = read_prefix(raw, 0, True)
+    assume(prefix is not None)  # a varint over 9 bytes: left to fastavro
+    assert prefix is not None
+    parts = (prefix.run_id, prefix.benchmark_id, prefix.model)
+    ours = prefix.acceptable() and all(map(is_run_key_part, parts))
+    assert ours == (_pydantic_accepts(datum) and FIRST_MS <= datum["created_at_ms"] <= LAST_MS)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(record=sample_results())
+def test_the_prefix_gives_the_contribution_of_the_view(record: SampleResult) -> None:
+    codec = Codec()
+    raw = codec.encode_sample_result(record)
+    prefix = codec.fold_prefix(raw)
+    assert prefix is not None and prefix.acceptable()
+    assert Contribution.of_prefix(prefix) == Contribution.of(codec.decode_fold_view(raw))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
