@@ -1,9 +1,10 @@
 """What one record adds to its run's summary, compact enough to hold one per key in memory.
 
-A contribution keeps four references: its interned key `(sample_index, epoch)`, its interned
-sample id, its created_at and its outcome (every other field, as one interned tuple). Records
-with equal outcomes, the common case within a run, share one outcome object, and the runs of
-one benchmark share key tuples and sample ids. Interning never changes a value, only which
+A contribution holds its numbers (tokens, cost, spent, generation time, created_at) as its own
+attributes, which the compiled path stores unboxed, and three references: its interned key
+`(sample_index, epoch)`, its interned sample id and its verdict (value, numeric, degraded,
+metrics and shape, as one interned tuple). Records of a run mostly share a verdict, and the runs
+of one benchmark share key tuples and sample ids. Interning never changes a value, only which
 equal object holds it; the pools are bounded, so a long-lived aggregator never grows them
 without limit (a full pool starts again, which only stops some sharing).
 """
@@ -14,9 +15,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Final, Generic, NamedTuple, TypeVar
 
-from resultlog.schemas import FoldFields, FoldView, SampleResult, ScoreValue
+from resultlog.schemas import FoldFields, FoldPrefix, FoldView, SampleResult, ScoreValue
 
-__all__ = ["ONE", "Contribution", "Pool", "Shape", "Tokens", "scaled"]
+__all__ = ["ONE", "Contribution", "Pool", "Shape", "Tokens", "scaled", "shape_of"]
 
 _EXP = 1074
 ONE: Final = 1 << _EXP  # 1.0 as an exact scaled integer
@@ -89,26 +90,50 @@ class Shape(NamedTuple):
         return None if samples is None else samples * self.epochs
 
 
-_NO_TOKENS = Tokens()
+_NO_TOKENS: Final = (0, 0, 0, 0)
 _SCORE_VALUES: Final = {value.value: value for value in ScoreValue}
 _Metrics = tuple[tuple[str, float], ...]
-# value, numeric, degraded, metrics, tokens, cost, spent, generation_time_ms, shape
-_Outcome = tuple[ScoreValue, float | None, bool, _Metrics, Tokens, float, float, int, Shape]
+# What records share: value, numeric, degraded, metrics, shape (one object per distinct one).
+_Verdict = tuple[ScoreValue, float | None, bool, _Metrics, Shape]
 _keys: Pool[tuple[int, int]] = Pool()
-_outcomes: Pool[_Outcome] = Pool()
+_verdicts: Pool[_Verdict] = Pool()
 _metrics: Pool[_Metrics] = Pool()
-_tokens: Pool[Tokens] = Pool()
-_shapes: Pool[Shape] = Pool()
+_shapes: dict[tuple[int, int | None, int | None], Shape] = {}
+
+
+def shape_of(epochs: int, dataset_size: int | None, selected: int | None) -> Shape:
+    """The one Shape object of these values (building a NamedTuple costs more than finding it)."""
+    values = (epochs, dataset_size, selected)
+    shape = _shapes.get(values)
+    if shape is None:
+        if len(_shapes) >= _POOL_SIZE:
+            _shapes.clear()
+        shape = _shapes[values] = Shape(epochs, dataset_size, selected)
+    return shape
 
 
 class Contribution:
     """What one record adds to its run's summary; small enough to keep one per key.
 
     Immutable; equal when every field is equal. `FIELDS` names the fields in the order
-    the constructor takes them.
+    the constructor takes them. Numbers are attributes of their own (compiled, they are
+    stored unboxed); what records of a run share (the verdict: value, numeric, degraded,
+    metrics, shape) is one interned tuple, and the key tuple and sample id are interned too.
     """
 
-    __slots__ = ("_outcome", "created_at_ms", "key", "sample_id")
+    __slots__ = (
+        "_verdict",
+        "cost",
+        "created_at_ms",
+        "generation_time_ms",
+        "input_tokens",
+        "key",
+        "output_tokens",
+        "reasoning_tokens",
+        "sample_id",
+        "spent",
+        "total_tokens",
+    )
     FIELDS: Final = (
         "sample_id",
         "sample_index",
@@ -128,7 +153,14 @@ class Contribution:
     key: tuple[int, int]
     sample_id: str
     created_at_ms: int
-    _outcome: _Outcome
+    _verdict: _Verdict
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    reasoning_tokens: int
+    cost: float
+    spent: float
+    generation_time_ms: int
 
     def __init__(  # noqa: PLR0917 - the fields in the order the dataclass took them
         self,
@@ -139,7 +171,7 @@ class Contribution:
         numeric: float | None,
         degraded: bool,
         metrics: _Metrics,
-        tokens: Tokens,
+        tokens: tuple[int, int, int, int],
         cost: float,
         spent: float,
         generation_time_ms: int,
@@ -149,19 +181,11 @@ class Contribution:
         self.key = _keys((sample_index, epoch))
         self.sample_id = sys.intern(sample_id)
         self.created_at_ms = created_at_ms
-        self._outcome = _outcomes(
-            (
-                value,
-                numeric,
-                degraded,
-                _metrics(metrics),
-                _tokens(tokens),
-                cost,
-                spent,
-                generation_time_ms,
-                _shapes(shape),
-            )
-        )
+        self._verdict = _verdicts((value, numeric, degraded, _metrics(metrics), shape))
+        self.input_tokens, self.output_tokens, self.total_tokens, self.reasoning_tokens = tokens
+        self.cost = cost
+        self.spent = spent
+        self.generation_time_ms = generation_time_ms
 
     @classmethod
     def of(cls, record: SampleResult | FoldView) -> Contribution:
@@ -169,10 +193,13 @@ class Contribution:
         usage, score = record.usage, record.score
         tokens = _NO_TOKENS
         if usage is not None:
-            tokens = Tokens(
-                usage.input_tokens, usage.output_tokens, usage.total_tokens, usage.reasoning_tokens
+            tokens = (
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.total_tokens,
+                usage.reasoning_tokens,
             )
-        return cls(
+        return Contribution(
             record.sample_id,
             record.sample_index,
             record.epoch,
@@ -184,7 +211,7 @@ class Contribution:
             record.kept_cost,
             record.spent,
             record.generation_time_ms or 0,
-            Shape(record.epochs, record.dataset_size, record.selected_samples),
+            shape_of(record.epochs, record.dataset_size, record.selected_samples),
             record.created_at_ms
             if isinstance(record, FoldView)
             else (record.created_at - _EPOCH) // _MILLISECOND,
@@ -196,7 +223,7 @@ class Contribution:
         usage, score = fields["usage"], fields["score"]
         tokens, cost = _NO_TOKENS, 0.0
         if usage is not None:
-            tokens = Tokens(
+            tokens = (
                 usage["input_tokens"],
                 usage["output_tokens"],
                 usage["total_tokens"],
@@ -205,7 +232,7 @@ class Contribution:
             cost = usage["total_cost"]
         spent = fields["spent_cost"]
         metrics = score["metrics"]
-        return cls(
+        return Contribution(
             fields["sample_id"],
             fields["sample_index"],
             fields["epoch"],
@@ -217,8 +244,37 @@ class Contribution:
             cost,
             cost if spent is None else spent,
             fields["generation_time_ms"] or 0,
-            Shape(fields["epochs"], fields["dataset_size"], fields["selected_samples"]),
+            shape_of(fields["epochs"], fields["dataset_size"], fields["selected_samples"]),
             fields["created_at_ms"],
+        )
+
+    @classmethod
+    def of_prefix(cls, prefix: FoldPrefix) -> Contribution:
+        """The contribution of a record's acceptable fold prefix (equal to `of` its FoldView)."""
+        tokens, cost = _NO_TOKENS, 0.0
+        if prefix.has_usage:
+            tokens = (
+                prefix.input_tokens,
+                prefix.output_tokens,
+                prefix.total_tokens,
+                prefix.reasoning_tokens,
+            )
+            cost = prefix.total_cost
+        spent = prefix.spent_cost
+        return Contribution(
+            prefix.sample_id,
+            prefix.sample_index,
+            prefix.epoch,
+            _SCORE_VALUES[prefix.value],
+            prefix.numeric,
+            prefix.degraded,
+            prefix.metrics.sorted,
+            tokens,
+            cost,
+            cost if spent is None else spent,
+            prefix.generation_time_ms or 0,
+            shape_of(prefix.epochs, prefix.dataset_size, prefix.selected_samples),
+            prefix.created_at_ms,
         )
 
     @property
@@ -234,52 +290,39 @@ class Contribution:
     @property
     def value(self) -> ScoreValue:
         """The score's value."""
-        return self._outcome[0]
+        return self._verdict[0]
 
     @property
     def numeric(self) -> float | None:
         """The score's numeric value, if the harness gave one."""
-        return self._outcome[1]
+        return self._verdict[1]
 
     @property
     def degraded(self) -> bool:
         """Whether the record was synthesized from an error."""
-        return self._outcome[2]
+        return self._verdict[2]
 
     @property
     def metrics(self) -> _Metrics:
         """The score's metrics, sorted by name."""
-        return self._outcome[3]
-
-    @property
-    def tokens(self) -> Tokens:
-        """The record's token counts (zeros without usage)."""
-        return self._outcome[4]
-
-    @property
-    def cost(self) -> float:
-        """The cost of the attempt the record keeps."""
-        return self._outcome[5]
-
-    @property
-    def spent(self) -> float:
-        """What the key has cost so far."""
-        return self._outcome[6]
-
-    @property
-    def generation_time_ms(self) -> int:
-        """Milliseconds spent generating (0 when unknown)."""
-        return self._outcome[7]
+        return self._verdict[3]
 
     @property
     def shape(self) -> Shape:
         """The run's shape as the record states it."""
-        return self._outcome[8]
+        return self._verdict[4]
+
+    @property
+    def tokens(self) -> Tokens:
+        """The record's token counts (zeros without usage)."""
+        return Tokens(
+            self.input_tokens, self.output_tokens, self.total_tokens, self.reasoning_tokens
+        )
 
     @property
     def points(self) -> int | None:
         """The epoch's value, scaled: `numeric` when set, else C=1, I=0; None for S."""
-        value, numeric = self._outcome[0], self._outcome[1]
+        value, numeric = self._verdict[0], self._verdict[1]
         if value is ScoreValue.S:
             return None
         if numeric is not None:
@@ -299,7 +342,19 @@ class Contribution:
         return f"Contribution({fields})"
 
     def _state(self) -> tuple[object, ...]:
-        return (self.key, self.sample_id, self.created_at_ms, self._outcome)
+        return (
+            self.key,
+            self.sample_id,
+            self.created_at_ms,
+            self._verdict,
+            self.input_tokens,
+            self.output_tokens,
+            self.total_tokens,
+            self.reasoning_tokens,
+            self.cost,
+            self.spent,
+            self.generation_time_ms,
+        )
 
     def newness(self) -> tuple[int, int, int]:
         """Order of records by age for the run's shape: created_at, then key."""

@@ -25,7 +25,7 @@ from fractions import Fraction
 from math import lcm
 from typing import NamedTuple
 
-from resultlog.consumers._contribution import ONE, Contribution, Pool, Shape, Tokens
+from resultlog.consumers._contribution import ONE, Contribution, Shape, Tokens
 from resultlog.consumers._contribution import scaled as _scaled
 from resultlog.consumers._scored import SCORER_PREFIX, STDERR_SUFFIX, ScorerTotals
 from resultlog.schemas import AsOf, FoldView, RunKey, RunSummary, SampleResult, SummaryUsage
@@ -58,7 +58,21 @@ class _Sample(NamedTuple):
 
 
 _NO_SAMPLE = _Sample()
-_samples: Pool[_Sample] = Pool()
+_samples: dict[tuple[int, int, int], _Sample] = {}
+_SAMPLES_HELD = 1 << 16
+
+
+def _sample_of(epochs: int, kept: int, points: int) -> _Sample:
+    """The one _Sample object of these values (building a NamedTuple costs more than finding it)."""
+    values = (epochs, kept, points)
+    sample = _samples.get(values)
+    if sample is None:
+        if len(_samples) >= _SAMPLES_HELD:
+            _samples.clear()
+        sample = _samples[values] = _Sample(epochs, kept, points)
+    return sample
+
+
 Sample = _Sample
 # Where a fold keeps its per-key and per-sample state: dicts by default; the aggregator passes
 # disk-backed mappings (its state store), so memory holds only the totals below.
@@ -112,13 +126,16 @@ class _Totals:
         if item.degraded:
             self.degraded += sign
         tokens = self.tokens
-        input_tokens, output_tokens, total_tokens, reasoning_tokens = item.tokens
-        tokens[0] += sign * input_tokens
-        tokens[1] += sign * output_tokens
-        tokens[2] += sign * total_tokens
-        tokens[3] += sign * reasoning_tokens
+        tokens[0] += sign * item.input_tokens
+        tokens[1] += sign * item.output_tokens
+        tokens[2] += sign * item.total_tokens
+        tokens[3] += sign * item.reasoning_tokens
         if item.cost:
-            self.cost += sign * _scaled(item.cost)
+            # Added or taken away, never multiplied: these integers run to a thousand bits.
+            if sign > 0:
+                self.cost += _scaled(item.cost)
+            else:
+                self.cost -= _scaled(item.cost)
         self.generation_time_ms += sign * item.generation_time_ms
         points = item.points
         if points is not None:
@@ -146,13 +163,15 @@ class _Totals:
 
     def _sample(self, sample_id: str, points: int | None, sign: int) -> None:
         old = self.samples.get(sample_id, _NO_SAMPLE)
-        self._count_sample(old, -1)
+        self._count_sample(old, -1)  # a pooled sample: replaced, never changed
         if points is None:
-            new = _Sample(old.epochs + sign, old.kept, old.points)
+            new = _sample_of(old.epochs + sign, old.kept, old.points)
+        elif sign > 0:
+            new = _sample_of(old.epochs + 1, old.kept + 1, old.points + points)
         else:
-            new = _Sample(old.epochs + sign, old.kept + sign, old.points + sign * points)
+            new = _sample_of(old.epochs - 1, old.kept - 1, old.points - points)
         if new.epochs:
-            self.samples[sample_id] = _samples(new)
+            self.samples[sample_id] = new
             self._count_sample(new, 1)
         else:
             self.samples.pop(sample_id, None)
@@ -165,7 +184,10 @@ class _Totals:
             self.skipped += sign
             return
         self.answered += sign
-        self.points_by_kept[sample.kept] += sign * sample.points
+        if sign > 0:
+            self.points_by_kept[sample.kept] += sample.points
+        else:
+            self.points_by_kept[sample.kept] -= sample.points
         self.correct += sign * (2 * sample.points >= sample.kept * _ONE)
 
     def accuracy(self) -> float:
@@ -282,14 +304,14 @@ class RunFold:
             newest = new
         elif old is not None and old.key == newest.key:  # the newest was replaced by an older one
             newest = self._newest_of_all() or new
-        if not self._set_newest(newest) and newest.shape.holds(*key):
+        if not self._set_newest(newest) and _holds(newest.shape, key[0], key[1]):
             self._totals.add(new, 1)
 
     def _take(self, old: Contribution) -> None:
         """Take a contribution that is leaving `_latest` out of the totals."""
         self._spent -= _scaled(old.spent)
         shape = self.shape
-        if shape is not None and shape.holds(old.sample_index, old.epoch):
+        if shape is not None and _holds(shape, old.key[0], old.key[1]):
             self._totals.add(old, -1)
 
     def _set_newest(self, newest: Contribution | None) -> bool:
@@ -305,7 +327,7 @@ class RunFold:
         self._totals = _Totals(samples=self._new_samples())
         if shape is not None:
             for item in self._latest.values():
-                if shape.holds(item.sample_index, item.epoch):
+                if _holds(shape, item.key[0], item.key[1]):
                     self._totals.add(item, 1)
         return True
 
@@ -382,6 +404,12 @@ class RunFold:
         for item in sorted(contributions, key=Contribution.newness, reverse=True):
             restored._put(item)
         return restored
+
+
+def _holds(shape: Shape, sample_index: int, epoch: int) -> bool:
+    """`shape.holds(sample_index, epoch)`, without a call into Shape's Python method."""
+    size = shape.dataset_size
+    return epoch < shape.epochs and (size is None or sample_index < size)
 
 
 def fold(

@@ -73,13 +73,14 @@ def latest_key(prefix: bytes, key: tuple[int, int]) -> bytes:
 def encode_contribution(item: Contribution) -> bytes:
     """Every field of a contribution, exactly."""
     sample_id = item.sample_id.encode("utf-8", "surrogatepass")
-    tokens, shape, numeric = item.tokens, item.shape, item.numeric
+    shape, numeric = item.shape, item.numeric
     size, selected = shape.dataset_size, shape.selected
     parts = [
         _FIXED.pack(
             item.sample_index, item.epoch, item.created_at_ms, _VALUE_INDEX[item.value],
             numeric is not None, 0.0 if numeric is None else numeric, item.degraded,
-            tokens.input, tokens.output, tokens.total, tokens.reasoning, item.cost, item.spent,
+            item.input_tokens, item.output_tokens, item.total_tokens, item.reasoning_tokens,
+            item.cost, item.spent,
             item.generation_time_ms, shape.epochs, size is not None, size or 0,
             selected is not None, selected or 0, len(item.metrics), len(sample_id),
         ),
