@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from confluent_kafka import KafkaException, Message
 
-from resultlog.consumers._ingest import ingest
+from resultlog.consumers._ingest import Ingested, Ingestor
 from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import RunFold, fold
@@ -89,16 +89,15 @@ class _Replayer:
     """The folds of every run key met so far, and what could not be read."""
 
     def __init__(self, codec: Codec, partitions: int) -> None:
-        self.codec = codec
-        self.partitions = partitions
+        self.ingestor = Ingestor(codec, partitions)
         self.result = ReplayResult()
         self.folds: dict[RunKey, RunFold] = {}
         self.bad: dict[RunKey, set[tuple[int, int]]] = {}  # keys whose latest is undecodable
 
     def apply(self, message: Message) -> None:
-        """Fold one message in, by the aggregator's rule (`ingest`)."""
+        """Fold one message in, by the aggregator's rule (`Ingestor`)."""
         self.result.records += 1
-        item = ingest(message, self.codec, self.partitions)
+        item: Ingested = self.ingestor.ingest(message)
         if item.poison is not None:
             self.result.count_bad(item.poison.kind)
         if item.record_id is None:

@@ -42,6 +42,7 @@ HOT_MODULES: Final = {
     "resultlog.consumers._contribution": "consumers/_contribution.py",
     "resultlog.consumers.fold": "consumers/fold.py",
     "resultlog.consumers._decode": "consumers/_decode.py",
+    "resultlog.consumers._ingest": "consumers/_ingest.py",
     "resultlog.consumers._scan": "consumers/_scan.py",
     "resultlog.consumers._run_read": "consumers/_run_read.py",
     "resultlog.consumers.replay": "consumers/replay.py",

@@ -19,7 +19,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from resultlog.consumers._ingest import Ingested, ingest
+from resultlog.consumers._ingest import Ingested, Ingestor
 from resultlog.consumers.aggregator._index import RunIndexWriter
 from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
@@ -66,7 +66,6 @@ class ConsumerLoop:
         self.publish_interval_s = publish_interval_s
         self.failure: BaseException | None = None
         self._stopping = stopping
-        self._codec = kafka.codec
         self._shared = shared
         self._metrics = metrics
         self._consumer = consumer
@@ -89,6 +88,7 @@ class ConsumerLoop:
             self._save_interval_s = kafka.settings.aggregator_save_interval_s
             self._index = RunIndexWriter(kafka, results)
             shared.state = AggregatorState(num_partitions=results)
+            self._ingestor = Ingestor(kafka.codec, results)
             consumer.subscribe(
                 [self.topic],
                 on_assign=self._on_assign,
@@ -161,7 +161,7 @@ class ConsumerLoop:
                     ends.append((partition, message.offset() or 0))
             elif partition not in unread:  # after a record the registry kept us from: later
                 try:
-                    decoded.append(ingest(message, self._codec, self._state.num_partitions))
+                    decoded.append(self._ingestor.ingest(message))
                 except RegistryError as exc:
                     unread[partition] = message.offset() or 0
                     self._registry_failed(exc)

@@ -2,7 +2,8 @@
 
 The suite's own run uses whichever path this install has; the twin's run of the fold's
 property tests (prefix reader vs fastavro, field check vs pydantic, fold vs the Fraction
-re-fold, golden vectors) is a child pytest with RESULTLOG_PURE_PYTHON=1.
+re-fold, one-pass ingest vs the full path, golden vectors) is a child pytest with
+RESULTLOG_PURE_PYTHON=1.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ PROPERTY_TESTS = (
     "tests/schemas/test_conformance.py",
     "tests/consumers/test_fold.py",
     "tests/consumers/test_fold_view.py",
+    "tests/consumers/test_ingest.py",
 )
 PROBE = """
 import importlib, json, resultlog
