@@ -12,7 +12,8 @@ Each side is timed the same way, inside the process that reads: from just before
 that starts reading (`replay_all`, `Application.run`) until the per-run results are in hand;
 neither figure holds an interpreter start, imports or the venv. CPU s is the reading
 process's CPU time over the same span (every thread, librdkafka's too; not the broker's): a
-steadier figure than wall time on a shared machine.
+steadier figure than wall time on a shared machine. Goal: ours at least 2x the peer's
+records/s.
 
     .venv/bin/python -m benchmarks.peer_quix [--records 100000]
 """
