@@ -20,7 +20,7 @@ import time
 import httpx
 from confluent_kafka import Producer
 
-from benchmarks._aggregator import consumed, fresh_settings, serving
+from benchmarks._aggregator import consumed, fresh_settings, serving, spawned_fold_path
 from benchmarks._kafka import (
     FILL_RUN_RECORDS,
     ClientConfig,
@@ -45,6 +45,8 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=200_000)
     add_results_argument(parser)
     args = parser.parse_args()
+    folding = spawned_fold_path()
+    print(f"fold path of the aggregator: {folding}", flush=True)
     settings = fresh_settings(PARTITIONS)
     messages = _messages(args.records)
     config: ClientConfig = dict(settings.client_config())
@@ -67,6 +69,7 @@ def main() -> int:
         baseline_what="consume + full fastavro decode",
         goal=GOAL,
         note="bounded by the producer's rate" if producer_bound else "",
+        fold_path=folding,
     )
     report(result, args.results)
     return 0
