@@ -56,10 +56,10 @@ page: install ## the runs page with real data: broker, aggregator, two finished 
 page-down: ## stop what `make page` started
 	bash scripts/page.sh down
 
-bench: install ## every benchmark next to its baseline and goal, then one table (~20 min)
+bench: install ## every benchmark next to its baseline and goal, the twins beside, one table (~50 min)
 	bash scripts/bench.sh
 
-bench-quick: install ## the benchmarks at 100k records with short windows (~6 min)
+bench-quick: install ## the benchmarks at 100k records with short windows (~12 min)
 	bash scripts/bench.sh --quick
 
 kafka-up: install ## start the local broker on 127.0.0.1:9092 and create the topics

@@ -16,7 +16,7 @@ from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
 
-__all__ = ["consumed", "fresh_settings", "serving", "spawn"]
+__all__ = ["consumed", "fresh_settings", "serving", "spawn", "spawned_fold_path"]
 
 _CONSUMED = "resultlog_aggregator_records_consumed_total"
 
@@ -51,6 +51,20 @@ def spawn(settings: Settings, *options: str) -> tuple[subprocess.Popen[str], str
         [*command, *options], env=settings_env(settings), stdout=subprocess.PIPE, text=True
     )
     return child, _announced(child)
+
+
+def spawned_fold_path() -> str:
+    """The fold path of an aggregator `spawn` starts, asked of a child started the same way
+    (the same interpreter and environment make the same choice)."""
+    probe = "import resultlog; print(resultlog.fold_path())"
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=settings_env(Settings()),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
 
 
 def consumed(client: httpx.Client, base_url: str) -> int:

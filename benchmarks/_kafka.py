@@ -26,6 +26,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 from fastavro import schemaless_reader
 
+from resultlog._hotpath import ENV as PURE_PYTHON
 from resultlog.broker import LocalKafka
 from resultlog.kafka import KafkaConnection
 from resultlog.kafka import produce as produce_with_backpressure
@@ -84,7 +85,10 @@ def own_topics(prefix: str, **settings: Any) -> Settings:
 
 def settings_env(settings: Settings) -> dict[str, str]:
     """This process's environment with `settings` as RESULTLOG_* variables (for a child)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_")}
+    # The fold path's switch is no setting: a child keeps it, so it folds as this process does.
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("RESULTLOG_") or k == PURE_PYTHON
+    }
     for name, value in settings.model_dump(exclude_none=True).items():
         env[f"RESULTLOG_{name.upper()}"] = str(value)
     return env

@@ -2,13 +2,16 @@
 
 Runs with the Python of the peer's own virtualenv (quixstreams, fastavro), never ours: it
 imports nothing of resultlog. It reads the topic from the beginning with a fresh consumer
-group until it has processed `--count` records, keeps in Quix state (RocksDB), per run key,
-the latest record of each (sample, epoch) and the run's fold: counts per score value, per
-sample the mean over its non-S epochs (`score.numeric` when set, else C=1, I=0), accuracy =
-mean of the per-sample values, exact (`Fraction`) and rounded once. Every record of the
-benchmark lies inside its run's shape, so design rule 8 never applies. Prints one JSON line.
+group until it has processed `--count` records and keeps, per run key, the latest record of
+each (sample, epoch) and the run's fold: counts per score value, per sample the mean over its
+non-S epochs (`score.numeric` when set, else C=1, I=0), accuracy = mean of the per-sample
+values, exact (`Fraction`) and rounded once. Two forms: `--form rocksdb` keeps them in Quix
+state (RocksDB, JSON values), `--form dict` in a plain dict of this process, folded by
+`sdf.update` with no state store (the fastest honest form). Every record of the benchmark
+lies inside its run's shape, so design rule 8 never applies. Prints one JSON line.
 
-    python _quix_app.py --bootstrap HOST:PORT --topic T --schema S.avsc --count N --state-dir D
+    python _quix_app.py --bootstrap HOST:PORT --topic T --schema S.avsc --count N \
+        --state-dir D [--form rocksdb|dict]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -127,12 +131,105 @@ def fold_record(record: dict[str, Any], state: Any) -> Fold:
     return fold
 
 
+def points(value: str, numeric: float | None) -> int | Fraction | None:
+    """An epoch's value as `epoch_points` says, an int unless numeric (int sums stay fast)."""
+    if value == "S":
+        return None
+    if numeric is not None:
+        return Fraction(numeric)
+    return 1 if value == "C" else 0
+
+
+class PlainFold:
+    """One run's latest record per (sample, epoch) and its fold, as plain Python objects."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, dict[int, tuple[str, int | Fraction | None]]] = {}
+        self.counts = {"C": 0, "I": 0, "S": 0}
+        self.answered = 0
+        self.skipped = 0
+        self.sums: dict[int, int | Fraction] = {}  # non-S epochs of a sample -> sum of values
+
+    def apply(self, record: dict[str, Any]) -> None:
+        """Replace the record's (sample, epoch) and refold its sample."""
+        epochs = self.samples.get(record["sample_id"])
+        if epochs is None:
+            epochs = self.samples[record["sample_id"]] = {}
+        else:
+            self._count(epochs, -1)
+        score = record["score"]
+        value = score["value"]
+        epochs[record["epoch"]] = (value, points(value, score.get("numeric")))
+        self._count(epochs, 1)
+
+    def _count(self, epochs: dict[int, tuple[str, int | Fraction | None]], sign: int) -> None:
+        """Add (1) or take away (-1) one sample and its epochs."""
+        kept = 0
+        total: int | Fraction = 0
+        for value, epoch_value in epochs.values():
+            self.counts[value] += sign
+            if epoch_value is not None:
+                kept += 1
+                total += epoch_value
+        if not kept:
+            self.skipped += sign
+            return
+        self.answered += sign
+        self.sums[kept] = self.sums.get(kept, 0) + sign * total
+
+    def summary(self) -> dict[str, Any]:
+        """Accuracy (as `accuracy`), counts and skipped samples, as the report holds them."""
+        total = sum((Fraction(s) / kept for kept, s in self.sums.items()), Fraction(0))
+        accuracy = float(total / self.answered) if self.answered else 0.0
+        return {"accuracy": accuracy, **self.counts, "skipped": self.skipped}
+
+
 def accuracy(fold: Fold) -> float:
     """Mean of the per-sample values, rounded once (0.0 without answered samples)."""
     if not fold["answered"]:
         return 0.0
     total = sum((Fraction(s) / int(kept) for kept, s in fold["sums"].items()), Fraction(0))
     return float(total / fold["answered"])
+
+
+Summaries = Callable[[], tuple[int, dict[str, dict[str, Any]]]]
+
+
+def in_rocksdb(sdf: Any) -> Summaries:
+    """Fold in Quix state per run key; the records seen and each run's summary, once run."""
+    folds: dict[str, Fold] = {}
+    processed = 0
+
+    def keep(fold: Fold, key: str, _timestamp: int, _headers: Any) -> None:
+        nonlocal processed
+        folds[key] = fold
+        processed += 1
+
+    sdf.apply(fold_record, stateful=True).update(keep, metadata=True)
+    return lambda: (
+        processed,
+        {
+            key: {"accuracy": accuracy(fold), **fold["counts"], "skipped": fold["skipped"]}
+            for key, fold in sorted(folds.items())
+        },
+    )
+
+
+def in_a_dict(sdf: Any) -> Summaries:
+    """Fold into a plain dict of run key -> PlainFold; the same two figures, once run."""
+    folds: dict[str, PlainFold] = {}
+    processed = 0
+
+    def fold(record: dict[str, Any], key: str, _timestamp: int, _headers: Any) -> None:
+        nonlocal processed
+        run = folds.get(key)
+        if run is None:
+            run = folds[key] = PlainFold()
+        run.apply(record)
+        processed += 1
+
+    sdf.update(fold, metadata=True)
+    return lambda: (processed, {key: run.summary() for key, run in sorted(folds.items())})
 
 
 def main() -> int:
@@ -142,6 +239,7 @@ def main() -> int:
     parser.add_argument("--schema", type=Path, required=True)
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--state-dir", type=Path, required=True)
+    parser.add_argument("--form", choices=("rocksdb", "dict"), default="rocksdb")
     args = parser.parse_args()
 
     app = Application(
@@ -155,24 +253,12 @@ def main() -> int:
     )
     values = SingleObjectAvro(args.schema)
     topic = app.topic(args.topic, key_deserializer=RunKeyOf(), value_deserializer=values)
-    folds: dict[str, Fold] = {}
-    processed = 0
-
-    def keep(fold: Fold, key: str, _timestamp: int, _headers: Any) -> None:
-        nonlocal processed
-        folds[key] = fold
-        processed += 1
-
     sdf = app.dataframe(topic)
-    sdf = sdf.apply(fold_record, stateful=True)
-    sdf = sdf.update(keep, metadata=True)
+    summaries = in_rocksdb(sdf) if args.form == "rocksdb" else in_a_dict(sdf)
     started, cpu = time.perf_counter(), time.process_time()
     # count: stop after this many outputs (one per record); timeout: give up when idle.
     app.run(count=args.count, timeout=60.0, collect=False)
-    runs = {
-        key: {"accuracy": accuracy(fold), **fold["counts"], "skipped": fold["skipped"]}
-        for key, fold in sorted(folds.items())
-    }
+    processed, runs = summaries()
     seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu
     first = (values.first_at or started) - started
     report = {

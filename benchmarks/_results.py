@@ -3,7 +3,9 @@
 Each benchmark prints a `Result` as one aligned line and appends it as a JSON line to the
 results file (`--results FILE`, or RESULTLOG_BENCH_RESULTS); `scripts/bench.sh` prints every
 line of that file as one table at the end, and writes it to the documentation's performance
-page (docs/_generated/bench.md):
+page (docs/_generated/bench.md). Each Result says which fold path produced it: a figure of
+the pure-Python twins whose `what` the compiled path also measured is shown in that row's
+twin column, and the goal is judged on the compiled figure alone:
 
     .venv/bin/python -m benchmarks._results FILE [--markdown OUT --context TEXT]
 """
@@ -17,9 +19,11 @@ import operator
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
+
+import resultlog
 
 __all__ = ["Goal", "Result", "add_results_argument", "report", "table_lines", "write_markdown"]
 
@@ -30,7 +34,7 @@ _COMPARE: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
-_HEAD = ("what", "ours", "baseline", "ratio", "goal", "met?")
+_HEAD = ("what", "ours", "twin", "baseline", "ratio", "goal", "met?")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,13 @@ class Result:
     baseline_what: str = ""
     goal: Goal | None = None
     note: str = ""
+    # What folded: the measuring process's `resultlog.fold_path()` unless a child folded.
+    fold_path: str = field(default_factory=resultlog.fold_path)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the compiled fold path produced the figure."""
+        return self.fold_path.startswith("compiled")
 
     @property
     def ratio(self) -> float | None:
@@ -84,14 +95,17 @@ def add_results_argument(parser: argparse.ArgumentParser) -> None:
 
 def report(result: Result, results: Path | None) -> None:
     """Print the figure as one aligned line and append it to `results` when given."""
-    cells = _cells(result)
+    what, ours, baseline, ratio, goal, met = _cells(result)
     print(
-        f"  {cells[0]:<52} ours {cells[1]:>14}  baseline {cells[2]:>14}  "
-        f"ratio {cells[3]:>7}  goal {cells[4]:<16} {cells[5]}",
+        f"  {what:<52} ours {ours:>14}  baseline {baseline:>14}  "
+        f"ratio {ratio:>7}  goal {goal:<16} {met}",
         flush=True,
     )
-    if result.note:
-        print(f"  {'':<52} ({result.note})")
+    notes = [result.note] if result.note else []
+    if not result.compiled:
+        notes.append(f"fold path: {result.fold_path}")
+    for note in notes:
+        print(f"  {'':<52} ({note})")
     if results is not None:
         line = asdict(result) | {"ratio": result.ratio, "met": result.met}
         with results.open("a", encoding="utf-8") as out:
@@ -125,23 +139,56 @@ def _goal(goal: Goal | None, unit: str) -> str:
     if goal is None:
         return "-"
     if goal.on == "ratio":
-        return f"ratio {goal.op} {goal.bound:g}x"
+        return f"ratio {goal.op} {goal.bound:.3g}x"
     return f"{goal.op} {_amount(goal.bound, unit)}"
 
 
-def table_lines(path: Path) -> list[str]:
-    """Every result line of the file as one Markdown table (also readable in a terminal)."""
-    rows = [_HEAD]
+def _twin_cell(twin: Result | None) -> str:
+    """The twin's figure, and its ratio to its own baseline when it has one."""
+    if twin is None:
+        return "-"
+    ratio = twin.ratio
+    return _amount(twin.ours, twin.unit) + ("" if ratio is None else f", {ratio:.2f}x")
+
+
+def _read(path: Path) -> list[Result | tuple[str, str]]:
+    """The file's lines: a Result each, or (what, reason) for a benchmark that failed."""
+    lines: list[Result | tuple[str, str]] = []
     for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
         data = json.loads(line)
         if "failed" in data:
-            rows.append((data["what"], "failed", "", "", "", data["failed"]))
+            lines.append((data["what"], data["failed"]))
             continue
         goal = Goal(**data["goal"]) if data.get("goal") else None
         fields = {k: data[k] for k in ("what", "ours", "unit", "baseline", "baseline_what")}
-        result = Result(**fields, goal=goal, note=data.get("note", ""))
-        what = result.what + (f" (vs {result.baseline_what})" if result.baseline_what else "")
-        rows.append((what, *_cells(result)[1:]))
+        extra = {k: data[k] for k in ("note", "fold_path") if k in data}
+        lines.append(Result(**fields, goal=goal, **extra))
+    return lines
+
+
+def _row(result: Result, twin: Result | None) -> tuple[str, ...]:
+    """A table row: the result's cells with the twin's in the twin column."""
+    what = result.what + (f" (vs {result.baseline_what})" if result.baseline_what else "")
+    _, ours, *rest = _cells(result)
+    return (what, ours, _twin_cell(twin), *rest)
+
+
+def table_lines(path: Path) -> list[str]:
+    """Every result line of the file as one Markdown table (also readable in a terminal):
+    the twins' figure of a `what` the compiled path measured goes in that row's twin cell."""
+    found = _read(path)
+    measured = {line.what for line in found if isinstance(line, Result) and line.compiled}
+    twins = {
+        line.what: line
+        for line in found
+        if isinstance(line, Result) and not line.compiled and line.what in measured
+    }
+    rows: list[tuple[str, ...]] = [_HEAD]
+    for line in found:
+        if isinstance(line, tuple):
+            rows.append((line[0], "failed", "", "", "", "", line[1]))
+        elif twins.get(line.what) is not line:
+            rows.append(_row(line, twins.get(line.what) if line.compiled else None))
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEAD))]
     lines = []
     for n, row in enumerate(rows):

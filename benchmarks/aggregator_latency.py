@@ -22,11 +22,12 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import replace
 
 import httpx
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from benchmarks._aggregator import fresh_settings, serving
+from benchmarks._aggregator import fresh_settings, serving, spawned_fold_path
 from benchmarks._kafka import record as make_record
 from benchmarks._results import Goal, Result, add_results_argument, report
 from resultlog.kafka import KafkaConnection, produce
@@ -45,11 +46,13 @@ GOAL_P99_MS = {1000: 50.0, 10_000: 250.0}
 def main() -> int:
     """Measure each rate against a fresh aggregator; print one result line per rate."""
     args = _parser().parse_args()
+    folding = spawned_fold_path()
+    print(f"fold path of the aggregators: {folding}", flush=True)
     for rate in (int(r) for r in args.rates.split(",")):
         settings = fresh_settings(args.partitions)
         with serving(settings) as base_url:
             result = _measure(settings, base_url, rate, args.seconds, args.runs)
-        report(result, args.results)
+        report(replace(result, fold_path=folding), args.results)
     return 0
 
 

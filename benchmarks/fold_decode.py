@@ -5,9 +5,10 @@ of a raw fastavro full decode (no validation: the naive reader's decode, the bas
 `Codec.decode_sample_result` (full decode and validation), of `Codec.decode_fold_view` (only
 the folded fields, validated by pydantic), of the fold view plus its `Contribution`, and of
 `Codec.decode_fold_fields` plus `Contribution.of_fields` (the same fields checked in plain Python:
-what every folding reader does per record), each with its ratio to the baseline.
+what every folding reader does per record), each with its ratio to the baseline; the last two
+(the fold path's) are also Results, without a goal of their own.
 
-    .venv/bin/python -m benchmarks.fold_decode [-n 20000] [--repeats 5]
+    .venv/bin/python -m benchmarks.fold_decode [-n 20000] [--repeats 5] [--results F]
 """
 
 from __future__ import annotations
@@ -17,10 +18,15 @@ from io import BytesIO
 
 from fastavro import schemaless_reader
 
+from benchmarks._results import Result, add_results_argument, report
 from benchmarks.codec import best_rates, realistic_record
 from resultlog.consumers import fold_path
 from resultlog.consumers.fold import Contribution
 from resultlog.schemas import Codec, shipped_catalog
+
+_BASELINE = "raw fastavro full decode (baseline)"
+# What every folding reader does per record: the hot path's decoders, reported as Results.
+_REPORTED = ("decode_fold_fields", "decode_fold_fields + Contribution")
 
 
 def main() -> None:
@@ -28,6 +34,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=20_000, help="calls per timing")
     parser.add_argument("--repeats", type=int, default=5, help="alternating rounds")
+    add_results_argument(parser)
     args = parser.parse_args()
 
     codec = Codec()
@@ -39,9 +46,7 @@ def main() -> None:
     assert Contribution.of_fields(codec.decode_fold_fields(framed)) == Contribution.of(record)
     rates = best_rates(
         {
-            "raw fastavro full decode (baseline)": lambda: schemaless_reader(
-                BytesIO(body), parsed, None
-            ),
+            _BASELINE: lambda: schemaless_reader(BytesIO(body), parsed, None),
             "decode_sample_result": lambda: codec.decode_sample_result(framed),
             "decode_fold_view": lambda: codec.decode_fold_view(framed),
             "decode_fold_view + Contribution": lambda: Contribution.of(
@@ -55,7 +60,7 @@ def main() -> None:
         args.n,
         args.repeats,
     )
-    baseline = rates["raw fastavro full decode (baseline)"]
+    baseline = rates[_BASELINE]
     print(f"# one record of {len(framed)} bytes framed, {len(record.messages)} messages")
     print(f"# fold path: {fold_path()}")
     print(f"{'decoder':<38}{'records/s':>12}{'/ baseline':>12}")
@@ -67,6 +72,10 @@ def main() -> None:
         f"decode_sample_result: {view / rates['decode_sample_result']:.2f}x (the goal it serves, "
         f"replay >= 2x the naive reader, is printed by benchmarks.replay)"
     )
+    for name in _REPORTED:
+        what = f"{name}, a {len(framed)} B record"
+        result = Result(what, rates[name], "rec/s", baseline, "raw fastavro full decode")
+        report(result, args.results)
 
 
 if __name__ == "__main__":

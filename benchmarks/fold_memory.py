@@ -3,8 +3,8 @@
 No broker: N realistic records (benchmarks._kafka.record, runs of 1000 samples x 2 epochs)
 are encoded first, then folded as the aggregator folds them (fold view, contribution,
 RunFold.apply) while tracemalloc counts what stays allocated. Prints bytes per record next to
-the goal, for the benchmark's records and for records whose outcomes all differ (tokens,
-cost and generation time vary per record, so no two share an outcome).
+the goal (under 200 B), for the benchmark's records and for records whose outcomes all differ
+(tokens, cost and generation time vary per record, so no two share an outcome).
 
     .venv/bin/python -m benchmarks.fold_memory [--records 100000]
 """

@@ -3,8 +3,9 @@
 The naive reader consumes the same topic with confluent-kafka and decodes every value in full
 with fastavro's `schemaless_reader` (no validation, no fold). One topic is filled to the first
 count, measured, topped up to the next, measured again. Realistic records (about 1.7 kB, five
-messages) of runs of 1000 samples x 2 epochs. Uses RESULTLOG_BOOTSTRAP_SERVERS, or starts a
-local broker with the launcher in a temporary directory.
+messages) of runs of 1000 samples x 2 epochs. Goal: at least 2x the naive reader's records/s
+at every count. Uses RESULTLOG_BOOTSTRAP_SERVERS, or starts a local broker with the launcher
+in a temporary directory.
 
     .venv/bin/python -m benchmarks.replay [--records 100000,1000000] [--topic T] [--results F]
 """

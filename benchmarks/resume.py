@@ -3,8 +3,9 @@
 Prints the time of `resume_state` next to a raw confluent-kafka read of the same partition
 (consume to the end, no decoding), first with the run alone in a topic of its own, then in a
 topic holding 1,000,000 records of other runs (`--others-topic`: the one `benchmarks.replay`
-filled, topped up here when short). Uses RESULTLOG_BOOTSTRAP_SERVERS, or starts a local
-broker with the launcher in a temporary directory.
+filled, topped up here when short). Goal: at most 1.5x the raw read's time, both ways. Uses
+RESULTLOG_BOOTSTRAP_SERVERS, or starts a local broker with the launcher in a temporary
+directory.
 
     .venv/bin/python -m benchmarks.resume [--others 1000000] [--others-topic T] [--results F]
 """

@@ -108,6 +108,7 @@ def test_bench_writes_the_performance_table_from_a_results_file(tmp_path: Path) 
     assert cells == [
         "replay_all, 100k (vs raw read)",
         "30.0k rec/s",
+        "-",
         "10.0k rec/s",
         "3.00x",
         "ratio >= 2x",
