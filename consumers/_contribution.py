@@ -17,7 +17,7 @@ from typing import Final, Generic, NamedTuple, TypeVar
 
 from resultlog.schemas import FoldFields, FoldPrefix, FoldView, SampleResult, ScoreValue
 
-__all__ = ["ONE", "Contribution", "Pool", "Shape", "Tokens", "scaled", "shape_of"]
+__all__ = ["ONE", "Contribution", "Key", "Pool", "Shape", "Tokens", "scaled", "shape_of"]
 
 _EXP = 1074
 ONE: Final = 1 << _EXP  # 1.0 as an exact scaled integer
@@ -93,11 +93,37 @@ class Shape(NamedTuple):
 _NO_TOKENS: Final = (0, 0, 0, 0)
 _SCORE_VALUES: Final = {value.value: value for value in ScoreValue}
 _Metrics = tuple[tuple[str, float], ...]
-# What records share: value, numeric, degraded, metrics, shape (one object per distinct one).
-_Verdict = tuple[ScoreValue, float | None, bool, _Metrics, Shape]
-_keys: Pool[tuple[int, int]] = Pool()
-_verdicts: Pool[_Verdict] = Pool()
+# A record's (sample_index, epoch), typed as a tuple of any length: compiled code holds a
+# fixed-length tuple unpacked in place, and would build a new one for every dict it enters.
+Key = tuple[int, ...]
+_Values = tuple[ScoreValue, float | None, bool, _Metrics, Shape]
+_keys: Pool[Key] = Pool()
 _metrics: Pool[_Metrics] = Pool()
+
+
+class _Verdict:
+    """What records of a run mostly share: value, numeric, degraded, metrics and shape."""
+
+    __slots__ = ("degraded", "metrics", "numeric", "shape", "value", "values")
+
+    def __init__(self, values: _Values) -> None:
+        self.value, self.numeric, self.degraded, self.metrics, self.shape = values
+        self.values: tuple[object, ...] = values  # one object: what equality compares
+
+
+_verdicts: dict[_Values, _Verdict] = {}
+
+
+def _verdict_of(values: _Values) -> _Verdict:
+    """The one _Verdict object of these values."""
+    verdict = _verdicts.get(values)
+    if verdict is None:
+        if len(_verdicts) >= _POOL_SIZE:
+            _verdicts.clear()
+        verdict = _verdicts[values] = _Verdict(values)
+    return verdict
+
+
 _shapes: dict[tuple[int, int | None, int | None], Shape] = {}
 
 
@@ -150,7 +176,7 @@ class Contribution:
         "created_at_ms",
     )
 
-    key: tuple[int, int]
+    key: Key
     sample_id: str
     created_at_ms: int
     _verdict: _Verdict
@@ -181,7 +207,7 @@ class Contribution:
         self.key = _keys((sample_index, epoch))
         self.sample_id = sys.intern(sample_id)
         self.created_at_ms = created_at_ms
-        self._verdict = _verdicts((value, numeric, degraded, _metrics(metrics), shape))
+        self._verdict = _verdict_of((value, numeric, degraded, _metrics(metrics), shape))
         self.input_tokens, self.output_tokens, self.total_tokens, self.reasoning_tokens = tokens
         self.cost = cost
         self.spent = spent
@@ -290,27 +316,27 @@ class Contribution:
     @property
     def value(self) -> ScoreValue:
         """The score's value."""
-        return self._verdict[0]
+        return self._verdict.value
 
     @property
     def numeric(self) -> float | None:
         """The score's numeric value, if the harness gave one."""
-        return self._verdict[1]
+        return self._verdict.numeric
 
     @property
     def degraded(self) -> bool:
         """Whether the record was synthesized from an error."""
-        return self._verdict[2]
+        return self._verdict.degraded
 
     @property
     def metrics(self) -> _Metrics:
         """The score's metrics, sorted by name."""
-        return self._verdict[3]
+        return self._verdict.metrics
 
     @property
     def shape(self) -> Shape:
         """The run's shape as the record states it."""
-        return self._verdict[4]
+        return self._verdict.shape
 
     @property
     def tokens(self) -> Tokens:
@@ -322,7 +348,7 @@ class Contribution:
     @property
     def points(self) -> int | None:
         """The epoch's value, scaled: `numeric` when set, else C=1, I=0; None for S."""
-        value, numeric = self._verdict[0], self._verdict[1]
+        value, numeric = self._verdict.value, self._verdict.numeric
         if value is ScoreValue.S:
             return None
         if numeric is not None:
@@ -346,7 +372,7 @@ class Contribution:
             self.key,
             self.sample_id,
             self.created_at_ms,
-            self._verdict,
+            self._verdict.values,
             self.input_tokens,
             self.output_tokens,
             self.total_tokens,
@@ -358,7 +384,7 @@ class Contribution:
 
     def newness(self) -> tuple[int, int, int]:
         """Order of records by age for the run's shape: created_at, then key."""
-        return (self.created_at_ms, *self.key)
+        return (self.created_at_ms, self.key[0], self.key[1])
 
     def precedence(self) -> tuple[int, bool, tuple[object, ...]]:
         """Order among two different records of one key seen without offsets: newest wins."""

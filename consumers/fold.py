@@ -25,7 +25,7 @@ from fractions import Fraction
 from math import lcm
 from typing import NamedTuple
 
-from resultlog.consumers._contribution import ONE, Contribution, Shape, Tokens
+from resultlog.consumers._contribution import ONE, Contribution, Key, Shape, Tokens
 from resultlog.consumers._contribution import scaled as _scaled
 from resultlog.consumers._scored import SCORER_PREFIX, STDERR_SUFFIX, ScorerTotals
 from resultlog.schemas import AsOf, FoldView, RunKey, RunSummary, SampleResult, SummaryUsage
@@ -76,7 +76,7 @@ def _sample_of(epochs: int, kept: int, points: int) -> _Sample:
 Sample = _Sample
 # Where a fold keeps its per-key and per-sample state: dicts by default; the aggregator passes
 # disk-backed mappings (its state store), so memory holds only the totals below.
-Latest = MutableMapping[tuple[int, int], Contribution]
+Latest = MutableMapping[Key, Contribution]
 Samples = MutableMapping[str, _Sample]
 # A fold's totals as plain values (what a state store saves to resume it without a refold):
 # spent, newest, records, degraded, not_skipped, tokens, cost, generation_time_ms,

@@ -43,7 +43,7 @@ _MAX_TOKENS: Final[int] = MAX_TOKENS
 _MAX_MILLIS: Final[int] = MAX_MILLIS
 _MAX_COST: Final[float] = MAX_COST_USD
 _MAX_METRIC: Final[float] = MAX_METRIC
-_METRICS_HELD = 4096  # distinct metric blocks remembered: records of a run repeat a few
+_METRICS_HELD = 1024  # distinct metric blocks remembered: records of a run repeat a few
 
 
 class _UnsureError(Exception):

@@ -65,7 +65,7 @@ def run_of_totals(key: bytes) -> RunKey:
     return decode_run_key(key[len(TOTALS) :])
 
 
-def latest_key(prefix: bytes, key: tuple[int, int]) -> bytes:
+def latest_key(prefix: bytes, key: tuple[int, ...]) -> bytes:
     """The store key of one (sample_index, epoch) under a run's LATEST prefix."""
     return prefix + _KEY.pack(*key)
 

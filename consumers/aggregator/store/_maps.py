@@ -90,12 +90,12 @@ class _StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
         self.count = 0
 
 
-class LatestMap(_StoreMap[tuple[int, int], Contribution]):
+class LatestMap(_StoreMap[tuple[int, ...], Contribution]):
     """A run's latest contribution per (sample_index, epoch)."""
 
     __slots__ = ()
 
-    def _key(self, key: tuple[int, int]) -> bytes:
+    def _key(self, key: tuple[int, ...]) -> bytes:
         return latest_key(self._prefix, key)
 
     def _decode(self, raw: bytes) -> Contribution:
