@@ -101,6 +101,8 @@ def _extensions(build: Path) -> list[Extension]:
                 "--no-warn-return-any",
                 "--allow-subclassing-any",
                 "--allow-untyped-decorators",
+                # An ignore that only the real third-party types need is unused here.
+                "--no-warn-unused-ignores",
                 "--follow-imports=silent",
                 *paths,
             ],

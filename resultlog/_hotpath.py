@@ -46,6 +46,9 @@ HOT_MODULES: Final = {
     "resultlog.consumers._scan": "consumers/_scan.py",
     "resultlog.consumers._run_read": "consumers/_run_read.py",
     "resultlog.consumers.replay": "consumers/replay.py",
+    "resultlog.consumers.aggregator.store._codec": "consumers/aggregator/store/_codec.py",
+    "resultlog.consumers.aggregator.store._maps": "consumers/aggregator/store/_maps.py",
+    "resultlog.consumers.aggregator.store._store": "consumers/aggregator/store/_store.py",
 }
 STAMP: Final = "resultlog._hot_stamp"
 GROUP: Final = "resultlog._hot"  # mypyc's shared library of the group: resultlog._hot__mypyc
@@ -62,11 +65,12 @@ def sources_hash(sources: Sequence[Path]) -> str:
 
 
 def _source(name: str) -> Path | None:
-    """The .py file of a hot module, found as the import system finds its folder."""
-    package, _, leaf = name.rpartition(".")
-    spec = importlib.util.find_spec(package)
+    """The .py file of a hot module, found as the import system finds its top package's folder
+    (`resultlog.consumers`, say) without importing anything below it."""
+    parts = name.split(".")
+    spec = importlib.util.find_spec(".".join(parts[:2]))
     for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        path = Path(folder, leaf + ".py")
+        path = Path(folder, *parts[2:-1], parts[-1] + ".py")
         if path.is_file():
             return path
     return None
