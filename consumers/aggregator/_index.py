@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -103,6 +103,10 @@ class RunIndexWriter:
 
     def note(self, partition: int, offset: int, key: bytes | None) -> None:
         """A record (or tombstone) of the partition was applied at `offset`."""
+        self.note_all(partition, key, (offset,))
+
+    def note_all(self, partition: int, key: bytes | None, offsets: Iterable[int]) -> None:
+        """Records of one run key (`key` is one of theirs) were applied at these offsets."""
         prefix = run_prefix(key)
         state = self._parts.get(partition)
         if prefix is None or state is None:
@@ -110,7 +114,8 @@ class RunIndexWriter:
         intervals = state.runs.get(prefix)
         if intervals is None:
             intervals = state.runs[prefix] = Intervals()
-        intervals.add(offset)
+        for offset in offsets:
+            intervals.add(offset)
         state.dirty.add(prefix)
 
     def tick(self, positions: dict[int, int]) -> None:

@@ -29,6 +29,7 @@ from resultlog.consumers.aggregator._stores import Stores
 from resultlog.consumers.aggregator.checkpoint import Checkpoints, Restored, delete_retention_ms
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
+from resultlog.consumers.fold import Contribution
 from resultlog.consumers.summaries import SummaryPublisher
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RegistryError, RunKey, RunSummary
@@ -169,8 +170,7 @@ class ConsumerLoop:
             # Released between chunks: a reader never waits for a whole batch to be folded.
             with self._shared.lock:
                 chunk = decoded[start : start + _APPLY_CHUNK]
-                for item in chunk:
-                    self._apply(item)
+                self._apply_all(chunk)
                 # Counted before the lock lets readers see the chunk: whoever sees the
                 # folded state (or readiness) sees the records counted too.
                 self._metrics.consumed.inc(len(chunk))
@@ -220,6 +220,38 @@ class ConsumerLoop:
         """Per assigned partition: the next offset to read (every record below is applied)."""
         with self._shared.lock:
             return {p: state.position for p, state in self._state.partitions.items()}
+
+    def _apply_all(self, items: list[Ingested]) -> None:
+        """Apply items in order, each run of consecutive records of one run key at once."""
+        group: list[tuple[int, Contribution]] = []
+        first: Ingested | None = None
+        run_key: RunKey | None = None
+        for item in items:
+            record_id, contribution = item.record_id, item.contribution
+            if first is not None and (
+                contribution is None
+                or record_id is None
+                or item.partition != first.partition
+                # the Ingestor hands out one RunKey object per run key: identity, mostly
+                or (record_id.run_key is not run_key and record_id.run_key != run_key)
+            ):
+                self._put_run(first, run_key, group)
+                first, group = None, []
+            if contribution is None or record_id is None:
+                self._apply(item)
+            else:
+                if first is None:
+                    first, run_key = item, record_id.run_key
+                group.append((item.offset, contribution))
+        if first is not None:
+            self._put_run(first, run_key, group)
+
+    def _put_run(
+        self, first: Ingested, run_key: RunKey | None, group: list[tuple[int, Contribution]]
+    ) -> None:
+        assert run_key is not None  # set with `first`
+        self._index.note_all(first.partition, first.key, (offset for offset, _ in group))
+        self._state.put_run(first.partition, run_key, group)
 
     def _apply(self, item: Ingested) -> None:
         self._index.note(item.partition, item.offset, item.key)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -232,6 +232,25 @@ class AggregatorState:
         run.fold.apply(record)
         self._touched(state, run_key, run, offset)
         state.save_due()
+
+    def put_run(
+        self, partition: int, run_key: RunKey, items: Sequence[tuple[int, Contribution]]
+    ) -> None:
+        """`put` each of these consecutive records of one run key, read in offset order, with
+        the run's bookkeeping done once (and before each flush a full store asks for)."""
+        state = self.partitions.get(partition)
+        if state is None or not items:
+            return
+        run = state.runs.get(run_key)
+        if run is None:
+            run = state.runs[run_key] = _Run(state.new_fold(run_key))
+        fold, store = run.fold, state.store
+        for offset, contribution in items:
+            fold.apply(contribution)
+            if store is not None and store.full:
+                self._touched(state, run_key, run, offset)
+                store.flush(state.position)
+        self._touched(state, run_key, run, items[-1][0])
 
     def delete(self, partition: int, offset: int, record_id: RecordId) -> None:
         """Forget a key: a tombstone, or a latest value that cannot be decoded."""
