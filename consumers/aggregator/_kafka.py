@@ -37,6 +37,10 @@ def consumer_overrides(session_timeout_ms: int, instance_id: str | None) -> dict
         "max.partition.fetch.bytes": 2 * 1024 * 1024,
         "queued.max.messages.kbytes": 8192,
         "queued.min.messages": 5000,
+        # Once that queue is full, librdkafka fetches again only after fetch.queue.backoff.ms
+        # (1 s by default): a consumer that keeps up then reads in bursts a second apart, so
+        # every record waited up to a second and the fold idled between bursts.
+        "fetch.queue.backoff.ms": 10,
     }
     if instance_id is not None:
         # Static membership: a restarted instance takes its partitions back at once.
