@@ -116,7 +116,6 @@ def _mismatch(
     )
 
 
-_SLASH: Final = 0x2F
 _ZERO: Final = 0x30
 _NINE: Final = 0x39
 _MAX_DIGITS: Final = 18  # below 10**18: decode_key's fast rule, so it fits a long

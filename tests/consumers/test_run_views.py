@@ -4,6 +4,7 @@ refusals said once each; and a view built without validation is the validated on
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from resultlog.consumers._decode import RunViewReader, decode_view, view_of
-from resultlog.consumers.resume import _decode_latest, _decode_views
+from resultlog.consumers.resume import _building, _decode_latest, _decode_views
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
     Codec,
@@ -221,3 +222,18 @@ def test_registry_framed_records_without_a_registry_stop_both_paths() -> None:
         _decode_views(kafka, record.run_key, latest, PARTITION)
     with pytest.raises(ConfigurationError):
         _decode_latest(kafka, latest, PARTITION, decode_view)
+
+
+def test_resume_leaves_the_collector_as_it_found_it() -> None:
+    assert gc.isenabled()
+    with pytest.raises(ValueError), _building():
+        assert not gc.isenabled()
+        raise ValueError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _building():
+            pass
+        assert not gc.isenabled(), "a collector someone turned off stays off"
+    finally:
+        gc.enable()
