@@ -27,11 +27,14 @@ __all__ = ["ONE_RUN_READER", "RunRead", "index_partition", "index_ranges", "read
 log = logging.getLogger(__name__)
 
 # Small fetches: a run's records are few, and a reader of one run must not pull megabytes
-# past them (nor queue 64 MB ahead, librdkafka's default).
+# past them (nor queue 64 MB ahead, librdkafka's default). A queue that small fills on a
+# large run, and librdkafka then holds the next fetch back for fetch.queue.backoff.ms
+# (1 s by default): look again soon instead, or a 20k-record read idles for a second.
 ONE_RUN_READER = {
     "max.partition.fetch.bytes": 1024 * 1024,
     "fetch.max.bytes": 4 * 1024 * 1024,
     "queued.max.messages.kbytes": 4096,
+    "fetch.queue.backoff.ms": 10,
 }
 READ_GAP = 2000  # offsets between two ranges read in one go rather than seeking past
 

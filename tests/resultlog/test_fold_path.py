@@ -2,8 +2,8 @@
 
 The suite's own run uses whichever path this install has; the twin's run of the fold's
 property tests (prefix reader vs fastavro, field check vs pydantic, fold vs the Fraction
-re-fold, one-pass ingest vs the full path, golden vectors) is a child pytest with
-RESULTLOG_PURE_PYTHON=1.
+re-fold, one-pass ingest and resume's one-pass views vs the full path, golden vectors) is a
+child pytest with RESULTLOG_PURE_PYTHON=1.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ PROPERTY_TESTS = (
     "tests/consumers/test_fold.py",
     "tests/consumers/test_fold_view.py",
     "tests/consumers/test_ingest.py",
+    "tests/consumers/test_run_views.py",
 )
 PROBE = """
 import importlib, json, resultlog
