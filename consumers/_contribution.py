@@ -12,12 +12,13 @@ without limit (a full pool starts again, which only stops some sharing).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Final, Generic, NamedTuple, TypeVar
 
 from resultlog.schemas import FoldFields, FoldPrefix, FoldView, SampleResult, ScoreValue
 
-__all__ = ["ONE", "Contribution", "Key", "Pool", "Shape", "Tokens", "scaled", "shape_of"]
+__all__ = ["ONE", "Contribution", "Key", "Memo", "Pool", "Shape", "Tokens", "scaled", "shape_of"]
 
 _EXP = 1074
 ONE: Final = 1 << _EXP  # 1.0 as an exact scaled integer
@@ -26,6 +27,7 @@ _MILLISECOND = timedelta(milliseconds=1)
 _POOL_SIZE = 1 << 16
 
 _T = TypeVar("_T")
+_K = TypeVar("_K")
 
 
 _SCALED_CACHE = 1 << 14  # entries of about 200 bytes: a few MB at most
@@ -60,6 +62,27 @@ class Pool(Generic[_T]):
         if len(items) >= self._limit:
             items.clear()
         return items.setdefault(value, value)
+
+
+class Memo(Generic[_K, _T]):
+    """One object per distinct key, built from the key the first time (bounded like Pool):
+    finding a NamedTuple or small object costs less than building it again."""
+
+    __slots__ = ("_build", "_items", "_limit")
+
+    def __init__(self, build: Callable[[_K], _T], limit: int = _POOL_SIZE) -> None:
+        self._build = build
+        self._items: dict[_K, _T] = {}
+        self._limit = limit
+
+    def __call__(self, key: _K) -> _T:
+        """The object of `key`."""
+        item = self._items.get(key)
+        if item is None:
+            if len(self._items) >= self._limit:
+                self._items.clear()
+            item = self._items[key] = self._build(key)
+        return item
 
 
 class Tokens(NamedTuple):
@@ -111,31 +134,13 @@ class _Verdict:
         self.values: tuple[object, ...] = values  # one object: what equality compares
 
 
-_verdicts: dict[_Values, _Verdict] = {}
-
-
-def _verdict_of(values: _Values) -> _Verdict:
-    """The one _Verdict object of these values."""
-    verdict = _verdicts.get(values)
-    if verdict is None:
-        if len(_verdicts) >= _POOL_SIZE:
-            _verdicts.clear()
-        verdict = _verdicts[values] = _Verdict(values)
-    return verdict
-
-
-_shapes: dict[tuple[int, int | None, int | None], Shape] = {}
+_verdicts: Memo[_Values, _Verdict] = Memo(_Verdict)
+_shapes: Memo[tuple[int, int | None, int | None], Shape] = Memo(lambda values: Shape(*values))
 
 
 def shape_of(epochs: int, dataset_size: int | None, selected: int | None) -> Shape:
-    """The one Shape object of these values (building a NamedTuple costs more than finding it)."""
-    values = (epochs, dataset_size, selected)
-    shape = _shapes.get(values)
-    if shape is None:
-        if len(_shapes) >= _POOL_SIZE:
-            _shapes.clear()
-        shape = _shapes[values] = Shape(epochs, dataset_size, selected)
-    return shape
+    """The one Shape object of these values."""
+    return _shapes((epochs, dataset_size, selected))
 
 
 class Contribution:
@@ -207,7 +212,7 @@ class Contribution:
         self.key = _keys((sample_index, epoch))
         self.sample_id = sys.intern(sample_id)
         self.created_at_ms = created_at_ms
-        self._verdict = _verdict_of((value, numeric, degraded, _metrics(metrics), shape))
+        self._verdict = _verdicts((value, numeric, degraded, _metrics(metrics), shape))
         self.input_tokens, self.output_tokens, self.total_tokens, self.reasoning_tokens = tokens
         self.cost = cost
         self.spent = spent

@@ -25,7 +25,7 @@ from fractions import Fraction
 from math import lcm
 from typing import NamedTuple
 
-from resultlog.consumers._contribution import ONE, Contribution, Key, Shape, Tokens
+from resultlog.consumers._contribution import ONE, Contribution, Key, Memo, Shape, Tokens
 from resultlog.consumers._contribution import scaled as _scaled
 from resultlog.consumers._scored import SCORER_PREFIX, STDERR_SUFFIX, ScorerTotals
 from resultlog.schemas import AsOf, FoldView, RunKey, RunSummary, SampleResult, SummaryUsage
@@ -58,19 +58,12 @@ class _Sample(NamedTuple):
 
 
 _NO_SAMPLE = _Sample()
-_samples: dict[tuple[int, int, int], _Sample] = {}
-_SAMPLES_HELD = 1 << 16
+_samples: Memo[tuple[int, int, int], _Sample] = Memo(lambda values: _Sample(*values))
 
 
 def _sample_of(epochs: int, kept: int, points: int) -> _Sample:
-    """The one _Sample object of these values (building a NamedTuple costs more than finding it)."""
-    values = (epochs, kept, points)
-    sample = _samples.get(values)
-    if sample is None:
-        if len(_samples) >= _SAMPLES_HELD:
-            _samples.clear()
-        sample = _samples[values] = _Sample(epochs, kept, points)
-    return sample
+    """The one _Sample object of these values."""
+    return _samples((epochs, kept, points))
 
 
 Sample = _Sample
