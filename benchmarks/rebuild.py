@@ -2,12 +2,12 @@
 
 For each record count: fill a fresh results topic with realistic records (about 1.7 kB, runs
 of 1000 samples x 2 epochs), time the naive raw reader on it (consume + full fastavro decode),
-then `resultlog aggregator` child processes, each timed from spawn to /healthz ready and
-`GET /runs` listing every run:
+then `resultlog aggregator` child processes, each with an empty state directory of its own
+and timed from spawn to /healthz ready and `GET /runs` listing every run:
 (a) a fresh checkpoints topic: the whole log is read; once caught up it checkpoints (the
     checkpoint's cost is read from its /metrics), then stops cleanly;
-(b) `--tail` more records written, then a restart that restores the checkpoint and reads the
-    tail only.
+(b) `--tail` more records written, then a new aggregator (a new machine: no state directory)
+    that restores the checkpoint and reads the tail only.
 Goals: (a) and (b) at least 1.5x the naive reader's speed (at most 1/1.5 of its time) at
 every count, and (b) at 1M under 3x (b) at 100k. Uses RESULTLOG_BOOTSTRAP_SERVERS, or starts
 a local broker in a temporary directory. Figures on a shared machine are noisy upper bounds.
@@ -21,6 +21,7 @@ import argparse
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -97,18 +98,28 @@ def measure(bootstrap: str, records: int, tail: int) -> Figures:
     raw_consume_and_decode(config, settings.results_topic, PARTITIONS)
     raw_s = time.perf_counter() - started
     runs = -(-records // FILL_RUN_RECORDS)
-    full_s, child, url = _until_served(settings, runs)
+    with tempfile.TemporaryDirectory(prefix="resultlog-bench-") as scratch:
+        full_s, restored_s, write_s, snapshot_s = _rebuilds(settings, Path(scratch), runs, tail)
+    KafkaConnection(settings).admin().delete_topics(settings.every_topic())
+    return Figures(records, raw_s, full_s, restored_s, write_s, snapshot_s)
+
+
+def _rebuilds(
+    settings: Settings, scratch: Path, runs: int, tail: int
+) -> tuple[float, float, float, float]:
+    """(a) and (b), each on a state directory of its own under `scratch`: their times and
+    (a)'s checkpoint write and snapshot seconds."""
+    full_s, child, url = _until_served(settings, runs, scratch / "a")
     try:
         written = _wait_metric(url, "checkpoints_written_total", _filled(settings))
         write_s = _metric(written, "checkpoint_write_seconds_total")
         snapshot_s = _metric(written, "checkpoint_snapshot_seconds_total")
     finally:
         _stop(child)
-    _write_tail(config, settings.results_topic, tail)
-    restored_s, child, _ = _until_served(settings, runs + 1)
+    _write_tail(dict(settings.client_config()), settings.results_topic, tail)
+    restored_s, child, _ = _until_served(settings, runs + 1, scratch / "b")
     _stop(child)
-    KafkaConnection(settings).admin().delete_topics(settings.every_topic())
-    return Figures(records, raw_s, full_s, restored_s, write_s, snapshot_s)
+    return full_s, restored_s, write_s, snapshot_s
 
 
 def _settings(bootstrap: str) -> Settings:
@@ -120,10 +131,12 @@ def _settings(bootstrap: str) -> Settings:
     )
 
 
-def _until_served(settings: Settings, runs: int) -> tuple[float, subprocess.Popen[str], str]:
-    """Spawn an aggregator; seconds until it is ready and lists `runs` runs."""
+def _until_served(
+    settings: Settings, runs: int, state_dir: Path
+) -> tuple[float, subprocess.Popen[str], str]:
+    """Spawn an aggregator on `state_dir`; seconds until it is ready and lists `runs` runs."""
     started = time.perf_counter()
-    child, url = spawn(settings)
+    child, url = spawn(settings, "--state-dir", str(state_dir))
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while not _serves(url, runs):
         if time.monotonic() > deadline or child.poll() is not None:

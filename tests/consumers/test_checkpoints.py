@@ -15,6 +15,10 @@ from confluent_kafka import TopicPartition
 
 from resultlog.consumers import purge_run
 from resultlog.consumers.aggregator import Aggregator
+from resultlog.consumers.aggregator._health import Health
+from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator._state import PartitionState, Shared
+from resultlog.consumers.aggregator.checkpoint import Checkpoints
 from resultlog.consumers.aggregator.checkpoint._codec import (
     CheckpointId,
     Header,
@@ -303,3 +307,31 @@ def _start_cli(settings: Settings) -> subprocess.Popen[str]:
         process.kill()
         pytest.fail(f"unexpected first line {line!r} (exit {process.wait(10)})")
     return process
+
+
+def test_no_checkpoint_is_written_while_another_partition_catches_up(
+    checkpointing: Settings,
+) -> None:
+    settings = checkpointing
+    metrics = AggregatorMetrics(lambda: (Health(True, True, ()), 0))
+    with KafkaConnection(settings) as kafka:
+        checkpoints = Checkpoints(kafka, metrics, 2, 1, max_age_ms=24 * 3600 * 1000)
+        checkpoints.identify(("cluster", "topic-id"))
+        shared = Shared()
+        done = PartitionState(0, position=60, high_at_assign=60, high=60, caught_up=True)
+        behind = PartitionState(1, position=10, high_at_assign=90, high=90)
+        shared.state.partitions = {0: done, 1: behind}
+        checkpoints.write_due(shared)  # 60 records past none: due, but partition 1 is behind
+        assert checkpoints._writer.wait({0}, 10)
+        assert _headers(settings) == []
+        behind.advance(89)
+        checkpoints.write_due(shared)
+        assert checkpoints._writer.wait({0, 1}, 30)
+        checkpoints.close()
+    covered = sorted((h.id.partition, h.id.next_offset) for h in _headers(settings))
+    assert covered == [(0, 60), (1, 90)]
+
+
+def _headers(settings: Settings) -> list[Header]:
+    found = [decode(r.value) for r in read_topic(settings, settings.checkpoints_topic) if r.value]
+    return [item for item in found if isinstance(item, Header)]

@@ -88,6 +88,22 @@ def test_an_unflushed_tail_is_not_restored(tmp_path: Path) -> None:
     again.store.close()
 
 
+def test_a_new_runs_entry_evicted_from_the_cache_is_read_back_from_disk(tmp_path: Path) -> None:
+    # A run new to the store skips disk reads until one of its flushed entries is evicted.
+    store = _open(tmp_path, 0, 1).store
+    fold, memory = store.new_fold(RUNS[0]), RunFold(RUNS[0])
+    records = [r.model_copy(update={"run_id": "r1"}) for r in _records(3)]
+    again = records[0].model_copy(update={"value": "I", "created_at": records[2].created_at})
+    for offset, record in enumerate([*records, again]):
+        fold.apply(record)
+        memory.apply(record)
+        store.touched(fold)
+        store.flush(offset + 1)  # a cache of one key: the others now live on disk only
+    assert len(fold) == len(memory) == 3
+    assert fold.summary() == memory.summary()
+    store.close()
+
+
 @pytest.mark.parametrize(
     ("identity", "reason"),
     [

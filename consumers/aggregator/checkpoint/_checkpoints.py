@@ -125,14 +125,19 @@ class Checkpoints:
         return restored
 
     def write_due(self, shared: Shared) -> None:
-        """Between batches: snapshot the caught-up partitions that have N new records, or new
-        records and T seconds since their last checkpoint."""
+        """Between batches, once every assigned partition is caught up: snapshot those with N
+        new records, or new records and T seconds since their last checkpoint."""
         now = time.monotonic()
         with shared.lock:
+            states = list(shared.state.partitions.values())
+            # Catching up comes first: a checkpoint's snapshot and encoding would compete with
+            # it for the interpreter (a revocation still checkpoints, in write_now).
+            if not all(state.caught_up for state in states):
+                return
             due = [
                 state.partition
-                for state in shared.state.partitions.values()
-                if state.caught_up and self._due(state.partition, state.position, now)
+                for state in states
+                if self._due(state.partition, state.position, now)
             ]
         self._submit(shared, due)
 

@@ -29,11 +29,11 @@ class _StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
     """Entries under one prefix of a partition store; `count` is kept, never scanned (None:
     unknown, for a resumed map that never needed it)."""
 
-    __slots__ = ("_prefix", "_store", "count")
+    __slots__ = ("_store", "count", "prefix")
 
     def __init__(self, store: PartitionStore, prefix: bytes, count: int | None = 0) -> None:
         self._store = store
-        self._prefix = prefix
+        self.prefix = prefix
         self.count = count
 
     def _key(self, key: _K) -> bytes:
@@ -43,27 +43,27 @@ class _StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
         raise NotImplementedError
 
     def get(self, key: _K, default: _V | None = None) -> _V | None:  # type: ignore[override]
-        value = self._store.load(self._key(key), self._decode)
+        value = self._store.load(self._key(key), self._decode, self.prefix)
         return default if value is None else value
 
     def __getitem__(self, key: _K) -> _V:
-        value = self._store.load(self._key(key), self._decode)
+        value = self._store.load(self._key(key), self._decode, self.prefix)
         if value is None:
             raise KeyError(key)
         return value
 
     def __setitem__(self, key: _K, value: _V) -> None:
-        if not self._store.save(self._key(key), value, self._prefix) and self.count is not None:
+        if not self._store.save(self._key(key), value, self.prefix) and self.count is not None:
             self.count += 1
 
     def pop(self, key: _K, default: _V | None = None) -> _V | None:  # type: ignore[override]
         raw = self._key(key)
-        value = self._store.load(raw, self._decode)
+        value = self._store.load(raw, self._decode, self.prefix)
         if value is None:
             return default
         if self.count is not None:
             self.count -= 1
-        self._store.save(raw, None, self._prefix)
+        self._store.save(raw, None, self.prefix)
         return value
 
     def __delitem__(self, key: _K) -> None:
@@ -71,7 +71,7 @@ class _StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
             raise KeyError(key)
 
     def values(self) -> list[_V]:  # type: ignore[override]
-        return [value for _, value in self._store.scan(self._prefix, self._decode)]
+        return [value for _, value in self._store.scan(self.prefix, self._decode)]
 
     def __iter__(self) -> Iterator[_K]:
         raise TypeError("a store mapping is read by key or by values()")
@@ -85,8 +85,8 @@ class _StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
         """Remove every entry under the prefix."""
         if self.count == 0:
             return  # nothing to scan for: a new run's first records cost no scan
-        for raw, _ in self._store.scan(self._prefix, self._decode):
-            self._store.save(raw, None, self._prefix)
+        for raw, _ in self._store.scan(self.prefix, self._decode):
+            self._store.save(raw, None, self.prefix)
         self.count = 0
 
 
@@ -96,7 +96,7 @@ class LatestMap(_StoreMap[tuple[int, ...], Contribution]):
     __slots__ = ()
 
     def _key(self, key: tuple[int, ...]) -> bytes:
-        return latest_key(self._prefix, key)
+        return latest_key(self.prefix, key)
 
     def _decode(self, raw: bytes) -> Contribution:
         return decode_contribution(raw)
@@ -108,7 +108,7 @@ class SampleMap(_StoreMap[str, Sample]):
     __slots__ = ()
 
     def _key(self, key: str) -> bytes:
-        return self._prefix + key.encode("utf-8", "surrogatepass")
+        return self.prefix + key.encode("utf-8", "surrogatepass")
 
     def _decode(self, raw: bytes) -> Sample:
         return decode_sample(raw)

@@ -141,6 +141,9 @@ class PartitionStore:
         self._clean: OrderedDict[bytes, Any] = OrderedDict()
         self._dirty: dict[bytes, Any] = {}
         self._dirty_under: dict[bytes, set[bytes]] = {}  # map prefix -> its pending keys
+        # Map prefixes with nothing on disk that is not also in memory (a run new here, none
+        # of its flushed entries evicted since): a miss there is a miss, no disk read.
+        self._fresh: set[bytes] = set()
         self._unsaved: dict[RunKey, RunFold] = {}
         self.scratch = False  # a private copy (the shared one was locked): removed on close
         self.flushed_at = time.monotonic()
@@ -148,8 +151,9 @@ class PartitionStore:
 
     # -- what the maps call -----------------------------------------------------------------
 
-    def load(self, key: bytes, decode: Callable[[bytes], _V]) -> _V | None:
-        """The value under `key`, from the pending writes, the cache or the disk."""
+    def load(self, key: bytes, decode: Callable[[bytes], _V], prefix: bytes) -> _V | None:
+        """The value under `key` (of a map's `prefix`), from the pending writes, the cache or
+        the disk."""
         value = self._dirty.get(key, _MISSING)
         if value is not _MISSING:
             return value  # type: ignore[no-any-return]
@@ -158,11 +162,12 @@ class PartitionStore:
         if value is not _MISSING:
             clean.move_to_end(key)
             return value  # type: ignore[no-any-return]
+        if prefix in self._fresh:
+            return _ABSENT  # type: ignore[no-any-return]
         raw = self._db.get(key)
         value = _ABSENT if raw is None else decode(raw)
         clean[key] = value
-        if len(clean) > self._limit:
-            clean.popitem(last=False)
+        self._trim()
         return value
 
     def save(self, key: bytes, value: object, prefix: bytes) -> bool:
@@ -172,7 +177,7 @@ class PartitionStore:
         if held is _MISSING:
             held = self._clean.get(key, _MISSING)
         if held is _MISSING:  # not read before: the fold's get-then-set always reads first
-            held = self._db.get(key)
+            held = _ABSENT if prefix in self._fresh else self._db.get(key)
         self._dirty[key] = value
         under = self._dirty_under.get(prefix)
         if under is None:
@@ -201,6 +206,9 @@ class PartitionStore:
         """An empty fold of a run whose per-key state lives here."""
         latest = LatestMap(self, run_prefix(LATEST, run_key))
         samples = SampleMap(self, run_prefix(SAMPLES, run_key))
+        for prefix in (latest.prefix, samples.prefix):
+            if next(iter(self._items(prefix)), None) is None:
+                self._fresh.add(prefix)
         return RunFold(run_key, latest, samples.emptied())
 
     def touched(self, fold: RunFold) -> None:
@@ -243,8 +251,7 @@ class PartitionStore:
         for key, value in self._dirty.items():
             clean[key] = value
             clean.move_to_end(key)
-        while len(clean) > self._limit:
-            clean.popitem(last=False)
+        self._trim()
         self._dirty.clear()
         self._dirty_under.clear()
         self._unsaved.clear()
@@ -303,6 +310,14 @@ class PartitionStore:
         self._clean.clear()
         self._dirty.clear()
         self._dirty_under.clear()
+
+    def _trim(self) -> None:
+        """Evict the least recently used clean entries down to the cache's size."""
+        clean, fresh = self._clean, self._fresh
+        while len(clean) > self._limit:
+            key, value = clean.popitem(last=False)
+            if value is not None and fresh:  # now on disk only: its map's misses read the disk
+                fresh.discard(key[: key.index(b"\x00") + 1])
 
     def _items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return _prefixed(self._db.iter(), prefix)
