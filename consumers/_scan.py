@@ -16,6 +16,7 @@ from confluent_kafka import (
 )
 
 from resultlog.consumers.errors import ConsumerError
+from resultlog.kafka import arrived
 
 __all__ = ["TRANSIENT", "scan", "scan_ranges", "watermark_offsets"]
 
@@ -117,8 +118,7 @@ def _batches(consumer: Consumer, topic: str, timeout_s: float) -> Iterator[list[
     `timeout_s` without any."""
     deadline = time.monotonic() + timeout_s
     while True:
-        # consume() waits until the batch is full or the timeout passes: keep the wait short.
-        batch = consumer.consume(num_messages=_BATCH, timeout=_POLL_S)
+        batch = arrived(consumer, _BATCH, _POLL_S)
         if batch:
             deadline = time.monotonic() + timeout_s
         elif time.monotonic() > deadline:

@@ -331,6 +331,10 @@ class RunFold:
         """The latest contribution of every key: all a checkpoint needs to `restore` the fold."""
         return list(self._latest.values())
 
+    def per_sample(self) -> Samples:
+        """The per-sample state of the samples the run's shape holds."""
+        return self._totals.samples
+
     def state(self) -> FoldState:
         """The totals as plain values (the per-key and per-sample state excluded)."""
         t = self._totals

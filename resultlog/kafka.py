@@ -51,6 +51,7 @@ __all__ = [
     "TopicLayout",
     "TopicLayoutError",
     "access_denied",
+    "arrived",
     "produce",
     "produce_acked",
     "topic_layouts",
@@ -423,6 +424,20 @@ class KafkaConnection:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def arrived(consumer: Consumer, limit: int, wait_s: float) -> list[Message]:
+    """Up to `limit` messages already fetched, else the first to arrive within `wait_s`.
+
+    consume() waits until it has `limit` messages or its timeout passed, so a read that
+    reaches the end of what there is would idle out the whole timeout: poll() returns as soon
+    as one message arrives.
+    """
+    batch: list[Message] = consumer.consume(num_messages=limit, timeout=0)
+    if batch:
+        return batch
+    message = consumer.poll(wait_s)
+    return [] if message is None else [message]
 
 
 def produce(

@@ -31,7 +31,7 @@ from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution
 from resultlog.consumers.summaries import SummaryPublisher
-from resultlog.kafka import KafkaConnection
+from resultlog.kafka import KafkaConnection, arrived
 from resultlog.schemas import RegistryError, RunKey, RunSummary
 
 __all__ = ["ConsumerLoop"]
@@ -138,11 +138,7 @@ class ConsumerLoop:
 
     def _receive(self, wait_s: float) -> list[Message]:
         try:
-            batch: list[Message] = self._consumer.consume(num_messages=_BATCH, timeout=0)
-            if not batch:
-                # poll() returns as soon as one message arrives; consume() would wait it out.
-                message = self._consumer.poll(wait_s)
-                batch = [message] if message is not None else []
+            batch = arrived(self._consumer, _BATCH, wait_s)
         except KafkaException as exc:
             raise ConsumerError(f"cannot consume {self.topic}: {exc.args[0]}") from exc
         return batch
@@ -396,7 +392,7 @@ class ConsumerLoop:
         restored = self._restore_checkpoints(unsaved)
         # Outside the lock: meanwhile readers get the summaries topic's summaries, stale.
         filled = {
-            p: Stores.fill(opened[p].store, found.folds, found.next_offset)
+            p: Stores.fill(opened[p].store, found.rows, found.next_offset)
             for p, found in restored.items()
         }
         starts: dict[int, int] = {}

@@ -40,6 +40,7 @@ __all__ = ["Corrections", "SummaryWatcher"]
 log = logging.getLogger(__name__)
 _BATCH = 500
 _OURS = "aggregator"
+_METADATA_S = 5.0
 
 
 class _Unreadable:
@@ -73,6 +74,12 @@ class SummaryWatcher:
         for partition in fresh:
             self._pending[partition] = {}
         if fresh:
+            try:
+                # Leaders first: partitions assigned before the client knows them wait out
+                # librdkafka's 500 ms offset-query retry before their first fetch.
+                self._consumer.list_topics(self.topic, timeout=_METADATA_S)
+            except KafkaException as exc:  # the assignment still works, just later
+                log.debug("cannot read %s's metadata: %s", self.topic, exc)
             self._consumer.incremental_assign(
                 [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in fresh]
             )

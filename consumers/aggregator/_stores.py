@@ -8,7 +8,7 @@ from pathlib import Path
 
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator.store import LogIdentity, Opened, PartitionStore, open_store
-from resultlog.consumers.fold import RunFold
+from resultlog.consumers.fold import Contribution, RunFold
 from resultlog.kafka import KafkaClientError, KafkaConnection
 from resultlog.schemas import RunKey
 
@@ -73,13 +73,10 @@ class Stores:
 
     @staticmethod
     def fill(
-        store: PartitionStore, folds: dict[RunKey, RunFold], next_offset: int
+        store: PartitionStore, rows: dict[RunKey, list[Contribution]], next_offset: int
     ) -> dict[RunKey, RunFold]:
-        """Copy a checkpoint's folds into an empty store; the store's folds that replace them."""
-        moved = {
-            run_key: store.restore_fold(run_key, fold.contributions())
-            for run_key, fold in folds.items()
-        }
+        """Fold a checkpoint's contributions into an empty store; each run's fold."""
+        moved = {run_key: store.restore_fold(run_key, items) for run_key, items in rows.items()}
         store.flush(next_offset)
         return moved
 

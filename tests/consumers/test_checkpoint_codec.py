@@ -20,7 +20,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     iter_pieces,
     parse_piece_key,
     piece_key,
-    restore_folds,
+    restore_rows,
 )
 from resultlog.consumers.fold import Contribution, RunFold
 from resultlog.schemas import RunKey, shipped_catalog
@@ -78,7 +78,7 @@ def test_a_round_trip_restores_every_contribution_bit_for_bit() -> None:
     rows = [(k, f.contributions()) for k, f in runs.items()]
     pieces = [decode(value) for value in iter_pieces(CHECKPOINT, rows)]
     assert all(isinstance(p, Piece) and p.id == CHECKPOINT for p in pieces)
-    restored = restore_folds([p for p in pieces if isinstance(p, Piece)])
+    restored = _restored([p for p in pieces if isinstance(p, Piece)])
     assert restored.keys() == runs.keys()
     for run_key, folded in runs.items():
         assert _bits(restored[run_key].contributions()) == _bits(folded.contributions())
@@ -113,7 +113,7 @@ def test_a_large_state_is_cut_into_pieces_under_a_megabyte() -> None:
     assert len(values) >= 3 and max(map(len, values)) < 1_000_000
     pieces = [decode(value) for value in values]
     assert [p.index for p in pieces if isinstance(p, Piece)] == list(range(len(values)))
-    restored = restore_folds([p for p in pieces if isinstance(p, Piece)])
+    restored = _restored([p for p in pieces if isinstance(p, Piece)])
     assert restored[big.run_key].summary() == big.summary()
     assert restored[small.run_key].summary() == small.summary()
 
@@ -175,3 +175,7 @@ def test_a_piece_whose_columns_disagree_is_refused() -> None:
     value = next(iter_pieces(CHECKPOINT, [(folded.run_key, folded.contributions())]))
     with pytest.raises(CheckpointError):
         decode(value[:-40])
+
+
+def _restored(pieces: list[Piece]) -> dict[RunKey, RunFold]:
+    return {k: RunFold.restore(k, items) for k, items in restore_rows(pieces).items()}

@@ -22,7 +22,8 @@ from typing import Any
 
 import fastavro
 
-from resultlog.consumers.fold import Contribution, RunFold, Shape, Tokens
+from resultlog.consumers._contribution import of_columns
+from resultlog.consumers.fold import Contribution, Shape
 from resultlog.schemas import RunKey, ScoreValue, shipped_catalog
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "iter_pieces",
     "parse_piece_key",
     "piece_key",
-    "restore_folds",
+    "restore_rows",
 ]
 
 FORMAT_VERSION = 1
@@ -190,13 +191,13 @@ def decode(value: bytes) -> Header | Piece:
         raise CheckpointError(f"undecodable checkpoint record: {exc!r}") from exc
 
 
-def restore_folds(pieces: Sequence[Piece]) -> dict[RunKey, RunFold]:
-    """The folds of a complete generation's pieces (in index order)."""
+def restore_rows(pieces: Sequence[Piece]) -> dict[RunKey, list[Contribution]]:
+    """Each run's contributions in a complete generation's pieces (in index order)."""
     rows: dict[RunKey, list[Contribution]] = {}
     for piece in pieces:
         for run_key, items in piece.runs:
             rows.setdefault(run_key, []).extend(items)
-    return {run_key: RunFold.restore(run_key, items) for run_key, items in rows.items()}
+    return rows
 
 
 def _encode(checkpoint: CheckpointId, body: tuple[str, dict[str, Any]]) -> bytes:
@@ -370,33 +371,12 @@ def _rows(body: dict[str, Any]) -> list[RunRows]:
         metrics.append(tuple(zip(metric_names[cursor : cursor + count],
                                  metric_values[cursor : cursor + count], strict=True)))  # fmt: skip
         cursor += count
-    rows = [
-        Contribution(
-            sample_id=sample_id,
-            sample_index=sample_index,
-            epoch=epoch,
-            value=symbols[value],
-            numeric=numeric_value,
-            degraded=bool(degraded),
-            metrics=item_metrics,
-            tokens=Tokens(input_tokens, output_tokens, total_tokens, reasoning_tokens),
-            cost=cost,
-            spent=spent,
-            generation_time_ms=generation_time_ms,
-            shape=shape,
-            created_at_ms=created_at_ms,
-        )
-        for (
-            sample_id, sample_index, epoch, value, numeric_value, degraded, item_metrics,
-            input_tokens, output_tokens, total_tokens, reasoning_tokens, cost, spent,
-            generation_time_ms, shape, created_at_ms,
-        ) in zip(
-            body["sample_id"], col["sample_index"], col["epoch"], col["value"], numeric,
-            col["degraded"], metrics, col["input_tokens"], col["output_tokens"],
-            col["total_tokens"], col["reasoning_tokens"], col["cost"], col["spent"],
-            col["generation_time_ms"], shapes, col["created_at_ms"], strict=True,
-        )
-    ]  # fmt: skip
+    rows = of_columns(
+        body["sample_id"], col["sample_index"], col["epoch"],
+        [symbols[value] for value in col["value"]], numeric, col["degraded"], metrics,
+        col["input_tokens"], col["output_tokens"], col["total_tokens"], col["reasoning_tokens"],
+        col["cost"], col["spent"], col["generation_time_ms"], shapes, col["created_at_ms"],
+    )  # fmt: skip
     runs: list[RunRows] = []
     start = 0
     for run in body["runs"]:

@@ -24,9 +24,10 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     decode,
     header_key,
     parse_piece_key,
-    restore_folds,
+    restore_rows,
 )
-from resultlog.consumers.fold import RunFold
+from resultlog.consumers.fold import Contribution
+from resultlog.kafka import arrived
 from resultlog.schemas import RunKey
 
 __all__ = ["Bounds", "Found", "Restored", "Unusable", "read_checkpoints"]
@@ -40,10 +41,10 @@ _Log = tuple[str, int, tuple[str, str] | None]  # results topic, partitions, (cl
 
 @dataclass(frozen=True)
 class Restored:
-    """A usable checkpoint: the folds of every record below `next_offset`."""
+    """A usable checkpoint: each run's contributions of every record below `next_offset`."""
 
     next_offset: int
-    folds: dict[RunKey, RunFold]
+    rows: dict[RunKey, list[Contribution]]
     contributions: int
 
 
@@ -117,7 +118,7 @@ def _scan(
         while last < high - 1:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{topic}[{source}] not read to offset {high} in time")
-            for message in reader.consume(num_messages=1000, timeout=0.2):
+            for message in arrived(reader, 1000, 0.2):
                 if message.error() is not None:
                     raise KafkaException(message.error())
                 last = max(last, message.offset() or 0)
@@ -221,10 +222,10 @@ def _restore(scan: _Scan, log: _Log, bounds: Bounds) -> Restored | Unusable:
     for index, piece in enumerate(pieces):
         if not isinstance(piece, Piece) or piece.id != checkpoint or piece.index != index:
             raise CheckpointError(f"piece {index} belongs to another checkpoint")
-    folds = restore_folds([piece for piece in pieces if isinstance(piece, Piece)])
-    if len(folds) != header.runs:
-        raise CheckpointError(f"{len(folds)} runs where the header says {header.runs}")
-    return Restored(checkpoint.next_offset, folds, header.contributions)
+    rows = restore_rows([piece for piece in pieces if isinstance(piece, Piece)])
+    if len(rows) != header.runs:
+        raise CheckpointError(f"{len(rows)} runs where the header says {header.runs}")
+    return Restored(checkpoint.next_offset, rows, header.contributions)
 
 
 def _other_log(cluster_id: str, topic_id: str, log_id: tuple[str, str] | None) -> Unusable | None:

@@ -36,28 +36,29 @@ class _StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
         self.prefix = prefix
         self.count = count
 
-    def _key(self, key: _K) -> bytes:
+    def store_key(self, key: _K) -> bytes:
+        """The store's key of an entry of this mapping."""
         raise NotImplementedError
 
     def _decode(self, raw: bytes) -> _V:
         raise NotImplementedError
 
     def get(self, key: _K, default: _V | None = None) -> _V | None:  # type: ignore[override]
-        value = self._store.load(self._key(key), self._decode, self.prefix)
+        value = self._store.load(self.store_key(key), self._decode, self.prefix)
         return default if value is None else value
 
     def __getitem__(self, key: _K) -> _V:
-        value = self._store.load(self._key(key), self._decode, self.prefix)
+        value = self._store.load(self.store_key(key), self._decode, self.prefix)
         if value is None:
             raise KeyError(key)
         return value
 
     def __setitem__(self, key: _K, value: _V) -> None:
-        if not self._store.save(self._key(key), value, self.prefix) and self.count is not None:
+        if not self._store.save(self.store_key(key), value, self.prefix) and self.count is not None:
             self.count += 1
 
     def pop(self, key: _K, default: _V | None = None) -> _V | None:  # type: ignore[override]
-        raw = self._key(key)
+        raw = self.store_key(key)
         value = self._store.load(raw, self._decode, self.prefix)
         if value is None:
             return default
@@ -95,7 +96,7 @@ class LatestMap(_StoreMap[tuple[int, ...], Contribution]):
 
     __slots__ = ()
 
-    def _key(self, key: tuple[int, ...]) -> bytes:
+    def store_key(self, key: tuple[int, ...]) -> bytes:
         return latest_key(self.prefix, key)
 
     def _decode(self, raw: bytes) -> Contribution:
@@ -107,7 +108,7 @@ class SampleMap(_StoreMap[str, Sample]):
 
     __slots__ = ()
 
-    def _key(self, key: str) -> bytes:
+    def store_key(self, key: str) -> bytes:
         return self.prefix + key.encode("utf-8", "surrogatepass")
 
     def _decode(self, raw: bytes) -> Sample:

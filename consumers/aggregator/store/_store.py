@@ -57,6 +57,7 @@ FORMAT = 2  # 2: a contribution holds its shape's selected samples
 _V = TypeVar("_V")
 _MISSING: Any = object()
 _ABSENT: Any = None  # a key known to hold nothing (cached misses and pending deletes)
+_RESTORE_BATCH = 20_000  # entries per write batch when restoring a checkpoint's run
 
 
 @dataclass(frozen=True)
@@ -278,16 +279,25 @@ class PartitionStore:
         return folds
 
     def restore_fold(self, run_key: RunKey, contributions: list[Contribution]) -> RunFold:
-        """A fold here holding these contributions (a checkpoint's), flushing (without an
-        offset) whenever the pending writes fill the cache."""
-        fold = self.new_fold(run_key)
-        for item in sorted(contributions, key=Contribution.newness, reverse=True):
-            fold.apply(item)  # newest first: the shape is set once, as RunFold.restore does
-            if self.full:
-                self.touched(fold)
-                self.flush(None)
-        self.touched(fold)
-        return fold
+        """A fold here holding these contributions (a checkpoint's): folded in memory, its
+        entries and totals written straight to disk, without an offset (the caller's flush
+        names one), and the fold resumed from them."""
+        folded = RunFold.restore(run_key, contributions)
+        latest = LatestMap(self, run_prefix(LATEST, run_key), len(folded))
+        samples = SampleMap(self, run_prefix(SAMPLES, run_key), None)
+        batch = WriteBatch(raw_mode=True)
+        for item in folded.contributions():
+            batch.put(latest.store_key(item.key), encode_contribution(item))
+            if len(batch) >= _RESTORE_BATCH:
+                self._db.write(batch)
+                batch = WriteBatch(raw_mode=True)
+        for sample_id, sample in folded.per_sample().items():
+            batch.put(samples.store_key(sample_id), encode_sample(sample))
+        state = folded.state()
+        if len(folded):
+            batch.put(totals_key(run_key), encode_totals(state, len(folded)))
+        self._db.write(batch)
+        return RunFold.resume(run_key, state, latest, samples.emptied(), samples)
 
     def runs(self) -> Iterator[tuple[RunKey, list[Contribution]]]:
         """Each run's latest contributions as last flushed, read from a snapshot taken now."""
