@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -103,10 +103,11 @@ class RunIndexWriter:
 
     def note(self, partition: int, offset: int, key: bytes | None) -> None:
         """A record (or tombstone) of the partition was applied at `offset`."""
-        self.note_all(partition, key, (offset,))
+        self.note_all(partition, key, offset, offset)
 
-    def note_all(self, partition: int, key: bytes | None, offsets: Iterable[int]) -> None:
-        """Records of one run key (`key` is one of theirs) were applied at these offsets."""
+    def note_all(self, partition: int, key: bytes | None, first: int, last: int) -> None:
+        """Records of one run key (`key` is one of theirs) were applied from `first` to `last`
+        (the offsets between are theirs or too few to matter: intervals merge such gaps)."""
         prefix = run_prefix(key)
         state = self._parts.get(partition)
         if prefix is None or state is None:
@@ -114,8 +115,10 @@ class RunIndexWriter:
         intervals = state.runs.get(prefix)
         if intervals is None:
             intervals = state.runs[prefix] = Intervals()
-        for offset in offsets:
-            intervals.add(offset)
+        if first == last:
+            intervals.add(first)
+        else:
+            intervals.cover(first, last + 1)
         state.dirty.add(prefix)
 
     def tick(self, positions: dict[int, int]) -> None:

@@ -173,8 +173,7 @@ class ConsumerLoop:
         with self._shared.lock:
             for partition, offset in ends:
                 self._state.reached_end(partition, offset)
-        for item in decoded:
-            self._dead_letter(item)
+        self._dead_letter_all(decoded)
         if unread:
             self._read_again(unread)
 
@@ -246,7 +245,7 @@ class ConsumerLoop:
         self, first: Ingested, run_key: RunKey | None, group: list[tuple[int, Contribution]]
     ) -> None:
         assert run_key is not None  # set with `first`
-        self._index.note_all(first.partition, first.key, (offset for offset, _ in group))
+        self._index.note_all(first.partition, first.key, group[0][0], group[-1][0])
         self._state.put_run(first.partition, run_key, group)
 
     def _apply(self, item: Ingested) -> None:
@@ -258,11 +257,20 @@ class ConsumerLoop:
         else:
             self._state.put(item.partition, item.offset, item.record_id, item.contribution)
 
+    def _dead_letter_all(self, items: list[Ingested]) -> None:
+        """Dead-letter the undecodable among items read for the first time (a batch holds each
+        partition's records in offset order); then note how far each partition was read."""
+        scanned = self._scanned
+        reached: dict[int, int] = {}
+        for item in items:
+            reached[item.partition] = item.offset
+            if item.poison is not None and item.offset >= scanned.get(item.partition, 0):
+                self._dead_letter(item)
+        for partition, offset in reached.items():
+            scanned[partition] = max(scanned.get(partition, 0), offset + 1)
+
     def _dead_letter(self, item: Ingested) -> None:
-        first_read = item.offset >= self._scanned.get(item.partition, 0)
-        self._scanned[item.partition] = max(self._scanned.get(item.partition, 0), item.offset + 1)
-        if item.poison is None or not first_read:
-            return
+        assert item.poison is not None  # only the undecodable are dead-lettered
         sent = self._dlq.send(
             item.key,
             item.value,

@@ -245,11 +245,16 @@ class AggregatorState:
         if run is None:
             run = state.runs[run_key] = _Run(state.new_fold(run_key))
         fold, store = run.fold, state.store
-        for offset, contribution in items:
-            fold.apply(contribution)
-            if store is not None and store.full:
-                self._touched(state, run_key, run, offset)
-                store.flush(state.position)
+        if store is None:
+            for _, contribution in items:
+                fold.apply(contribution)
+        else:
+            done = 0
+            while done < len(items):
+                done = store.fold_until_full(fold, items, done)
+                if store.full:
+                    self._touched(state, run_key, run, items[done - 1][0])
+                    store.flush(state.position)
         self._touched(state, run_key, run, items[-1][0])
 
     def delete(self, partition: int, offset: int, record_id: RecordId) -> None:

@@ -16,7 +16,7 @@ import os
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -277,6 +277,19 @@ class PartitionStore:
             samples = SampleMap(self, run_prefix(SAMPLES, run_key), None)
             folds[run_key] = RunFold.resume(run_key, state, latest, samples.emptied(), samples)
         return folds
+
+    def fold_until_full(
+        self, fold: RunFold, items: Sequence[tuple[int, Contribution]], start: int
+    ) -> int:
+        """Apply the contributions of items[start:] (offset, contribution) to `fold`, one of
+        this store's, until the pending writes fill the cache; the index after the last."""
+        index, count, limit = start, len(items), self._limit
+        while index < count:
+            fold.apply(items[index][1])
+            index += 1
+            if len(self._dirty) >= limit:
+                break
+        return index
 
     def restore_fold(self, run_key: RunKey, contributions: list[Contribution]) -> RunFold:
         """A fold here holding these contributions (a checkpoint's): folded in memory, its
