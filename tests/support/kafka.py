@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
+from resultlog.consumers._scan import watermark_offsets
 from resultlog.kafka import KafkaConnection, produce
 from resultlog.producer import KafkaResultStore
 from resultlog.schemas import RunKey, SampleResult, partition_for, run_key_prefix
@@ -194,9 +195,8 @@ def stored_records(settings: Settings, run_key: RunKey) -> list[SampleResult]:
 
 
 def _read_to_end(consumer: Consumer, topic: str, partition: int) -> list[RawRecord]:
-    low, high = consumer.get_watermark_offsets(
-        TopicPartition(topic, partition), timeout=DEADLINE_S, cached=False
-    )
+    # Retried while transient: a topic made a moment ago may not have elected its leaders.
+    low, high = watermark_offsets(consumer, TopicPartition(topic, partition), DEADLINE_S)
     if high <= low:
         return []
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
