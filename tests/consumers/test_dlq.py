@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import httpx
@@ -32,7 +31,7 @@ from tests.support.kafka import (
     run_partition,
     write,
 )
-from tests.support.records import RUN_KEY, make_record
+from tests.support.records import RUN_KEY, garbage, make_record
 from tests.support.summaries import expected
 from tests.support.waiting import wait_for
 
@@ -93,7 +92,7 @@ def test_poison_is_dead_lettered_counted_and_never_stalls_the_aggregator(
     codec, home = Codec(), run_partition(settings, RUN_KEY)
     valid = codec.encode_sample_result(make_record(3, 0))
     poison = {
-        "undecodable_value": (encode_key(RUN_KEY, 0, 0), os.urandom(64), home),
+        "undecodable_value": (encode_key(RUN_KEY, 0, 0), garbage(64), home),
         "empty_value": (encode_key(RUN_KEY, 2, 0), b"", home),
         "bad_key": (b"not-a-key", valid, 0),
         "unknown_format_version": (encode_key(RUN_KEY, 3, 0), _patched(valid, 10, 4), home),
@@ -183,7 +182,7 @@ def test_reason_kinds_follow_the_error_classes() -> None:
     valid = codec.encode_sample_result(make_record(0, 0))
     cases = {
         b"": "empty_value",
-        os.urandom(40): "undecodable_value",
+        garbage(40): "undecodable_value",
         _patched(valid, 10, 4): "unknown_format_version",
         _patched(valid, 2, 0xFF): "unknown_schema",
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 from resultlog.consumers import dlq
@@ -12,14 +11,14 @@ from resultlog.settings import Settings
 from resultlog.topics import ensure_topics, topic_specs
 from tests.support.aggregator import served, serving_aggregator
 from tests.support.kafka import dead_letters, message_count, run_partition, write
-from tests.support.records import RUN_KEY, make_record
+from tests.support.records import RUN_KEY, garbage, make_record
 from tests.support.waiting import wait_for
 
 
 def test_a_poison_record_over_1_mb_is_dead_lettered_once_across_rebuilds(
     settings: Settings,
 ) -> None:
-    key, big = encode_key(RUN_KEY, 7, 0), os.urandom(2 * 1024 * 1024)  # incompressible
+    key, big = encode_key(RUN_KEY, 7, 0), garbage(2 * 1024 * 1024)  # incompressible
     with KafkaConnection(settings) as kafka:
         producer = kafka.durable_producer({"message.max.bytes": 10_000_000})
         home = run_partition(settings, RUN_KEY)
@@ -48,7 +47,7 @@ def test_a_poison_record_over_1_mb_is_dead_lettered_once_across_rebuilds(
 def test_a_record_over_the_dead_letter_topics_limit_keeps_its_place(settings: Settings) -> None:
     writer = dlq.DeadLetterWriter(KafkaConnection(settings))
     limit: int = writer.limit  # type: ignore[attr-defined,unused-ignore]
-    huge = os.urandom(limit + 1)
+    huge = garbage(limit + 1)
     where = {"source_topic": "src", "source_partition": 0, "source_offset": 9}
     assert writer.send(b"k", huge, reason="too big", **where)  # type: ignore[arg-type]
     assert writer.flush(30) == 0

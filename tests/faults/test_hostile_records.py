@@ -9,7 +9,6 @@ aggregator count all of them, and the aggregator dead-letters each with its head
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
 from collections import Counter
@@ -43,7 +42,7 @@ from tests.support.kafka import (
     run_partition,
     topic_settings,
 )
-from tests.support.records import make_record
+from tests.support.records import garbage, make_record
 from tests.support.runs import MODEL, run_once
 from tests.support.summaries import bare, expected
 
@@ -67,7 +66,7 @@ def _hostile(partition: int) -> tuple[list[RawMessage], list[RawMessage]]:
     """(bad values under the run's keys, bad keys with a valid value), for the run's partition."""
     valid = Codec().encode_sample_result(make_record(100, 0, run_key=RUN, dataset_size=None))
     values: list[RawMessage] = [
-        (encode_key(RUN, 100, 0), os.urandom(64), partition),
+        (encode_key(RUN, 100, 0), garbage(64), partition),
         (encode_key(RUN, 101, 0), _future_version(), partition),
         (encode_key(RUN, 102, 0), SINGLE_OBJECT_MAGIC + b"\x00" * 8 + valid[10:], partition),
         (encode_key(RUN, 103, 0), valid[: len(valid) // 2], partition),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,6 +23,11 @@ from resultlog.schemas import (
 RUN_KEY = RunKey("run-1", "arith", "openai/gpt-4o")
 RecordFactory = Callable[..., SampleResult]
 _EPOCH0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def garbage(size: int) -> bytes:
+    """Random bytes no framing claims: a leading 0x00 would read as registry framing."""
+    return b"\x7f" + os.urandom(size - 1)
 
 
 def uniform_usage(tokens: int, cost: float) -> Usage:
