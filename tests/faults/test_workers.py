@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from resultlog.broker import LocalKafka
 from resultlog.kafka import KafkaConnection
@@ -79,12 +80,13 @@ def _distributed_run_survives_a_killed_worker(
         finally:
             for worker in workers:
                 worker.send_signal(signal.SIGTERM)
-            for worker in workers:
+            for number, worker in enumerate(workers):
                 try:
-                    worker.communicate(timeout=60)
+                    _, stderr = worker.communicate(timeout=60)
                 except subprocess.TimeoutExpired:
                     worker.kill()
-                    worker.communicate(timeout=30)
+                    _, stderr = worker.communicate(timeout=30)
+                (tmp_path / f"worker-{number}-{worker.pid}.log").write_text(stderr)
         asked = requests_in(log)
         single = last_json(
             run_cli(
@@ -153,6 +155,14 @@ def _up_three(directory: Path) -> str:
     return done.stdout.strip()
 
 
+def _leader(admin: AdminClient, settings: Settings, run_key: RunKey) -> int | None:
+    """The broker leading the run's results partition; None while a fresh topic's metadata
+    does not name one yet."""
+    topic = admin.list_topics(settings.results_topic, timeout=10).topics[settings.results_topic]
+    partition = topic.partitions.get(partition_for(run_key, settings.partitions))
+    return None if partition is None or partition.leader < 0 else partition.leader
+
+
 def test_the_same_on_a_three_broker_cluster_with_a_broker_killed(
     kafka_dir: Path, tmp_path: Path
 ) -> None:
@@ -162,8 +172,7 @@ def test_the_same_on_a_three_broker_cluster_with_a_broker_killed(
     kafka = LocalKafka(kafka_dir)
     run_key = RunKey("fan", "arith", MODEL)
     admin = KafkaConnection(settings).admin()
-    topic = admin.list_topics(settings.results_topic, timeout=10).topics[settings.results_topic]
-    leader = topic.partitions[partition_for(run_key, settings.partitions)].leader
+    leader = wait_for(lambda: _leader(admin, settings, run_key), "the results partition's leader")
 
     def kill_the_results_leader() -> None:
         kafka.stop_node(leader, kill=True)
