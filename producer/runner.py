@@ -154,6 +154,7 @@ async def run_benchmark(
     budget_usd: float | None = None,
     max_pair_usd: float | None = None,
     shared_budget: AdmissionFactory | None = None,
+    draining: asyncio.Event | None = None,
 ) -> RunResult:
     """Run every (sample, epoch) of the range not already durable; return the run's result.
 
@@ -164,7 +165,9 @@ async def run_benchmark(
     call (ConfigChangedError) unless `accept_config_change`. With `budget_usd`, no pair
     starts once the spend of what the store loads, plus this run's, would pass it; while no
     pair's cost is known, `max_pair_usd` stands in for it. With `shared_budget` too, the
-    budget is the run key's, kept with every other writer of it (see _shared_budget).
+    budget is the run key's, kept with every other writer of it (see _shared_budget). Once
+    `draining` is set no pair starts: those in flight finish and are written, and the run
+    returns with the rest unstarted (their answers are not paid for and then thrown away).
     """
     if epochs < 1 or max_concurrency < 1:
         raise ValueError("epochs and max_concurrency must be >= 1")
@@ -187,6 +190,7 @@ async def run_benchmark(
         degrade_solver_errors=degrade_solver_errors,
         on_progress=on_progress,
     )
+    execution.draining = draining
     async with leased(lease, run.run_key, samples) as held, contextlib.AsyncExitStack() as stack:
         execution.held = held
         execution.holding = holding(held)
@@ -280,6 +284,7 @@ class _Execution:
         self.budget: Admission | None = None
         self.held: RunLease | None = None
         self.holding: Callable[[], None] = lambda: None  # raises once the run's lease is lost
+        self.draining: asyncio.Event | None = None  # set: start no more pairs
 
     async def resume(
         self, indexes: set[int], accept_config_change: bool
@@ -403,7 +408,8 @@ class _Execution:
         )
 
     async def _evaluate_all(self, pending: list[tuple[Sample, int]], limit: int) -> int:
-        """Evaluate the pairs, `limit` at a time, until the budget stops them; how many ran."""
+        """Evaluate the pairs, `limit` at a time, until the budget or a drain stops them; how
+        many ran."""
         # A bounded window of tasks: a slow pair holds one slot, never the finished ones.
         slots = asyncio.Semaphore(limit)
         started = 0
@@ -418,6 +424,8 @@ class _Execution:
             async with asyncio.TaskGroup() as group:
                 for sample, epoch in pending:
                     await slots.acquire()
+                    if self.draining is not None and self.draining.is_set():
+                        break
                     if self.budget is not None and not await self._admit(sample, epoch):
                         break
                     self.holding()

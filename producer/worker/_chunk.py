@@ -35,6 +35,7 @@ class RunningChunk:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._task: asyncio.Task[RunResult] | None = None
+        self.draining = asyncio.Event()  # set on the loop: the run starts no more pairs
         self._settled = threading.Event()
         self.result: RunResult | None = None
         self.error: BaseException | None = None
@@ -63,6 +64,12 @@ class RunningChunk:
         # Scheduled after attach() (the loop runs callbacks in order), so the task exists.
         self._loop.call_soon_threadsafe(self._cancel_task)
         return self.wait(timeout_s)
+
+    def drain(self, timeout_s: float = 10.0) -> bool:
+        """Let the pairs in flight finish and be written, start none, and wait for the attempt
+        to end; cancel it if it has not within `timeout_s`. True if it ended in time."""
+        self._loop.call_soon_threadsafe(self.draining.set)
+        return self.wait(timeout_s) or self.cancel(timeout_s)
 
     def _cancel_task(self) -> None:
         if self._task is not None:
@@ -114,12 +121,12 @@ class ChunkRunner:
         running = RunningChunk(self._loop)
 
         def create() -> None:
-            running.attach(self._loop.create_task(self._run(task)))
+            running.attach(self._loop.create_task(self._run(task, running.draining)))
 
         self._loop.call_soon_threadsafe(create)
         return running
 
-    async def _run(self, task: ChunkTask) -> RunResult:
+    async def _run(self, task: ChunkTask, draining: asyncio.Event) -> RunResult:
         benchmark = task_benchmark(task)
         client = self._client(task.base_url or self._offline_url())
         solver = model_solver(
@@ -151,6 +158,7 @@ class ChunkRunner:
             # spend ledger on Kafka, not a share per chunk.
             budget_usd=task.budget_usd,
             shared_budget=shared_budget(self._kafka, max_pair_usd=task.max_pair_usd),
+            draining=draining,
         )
 
     def _client(self, base_url: str) -> ModelClient:

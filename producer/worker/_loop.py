@@ -62,8 +62,9 @@ class ChunkWorker:
     A task's offset is committed only after its chunk has run (or was dead-lettered). While a
     chunk runs the consumer keeps polling, holding what arrives with its partition paused, so
     the group membership survives chunks far longer than max.poll.interval.ms. A chunk whose
-    partition is revoked or lost, or that is running when `stop()` is called, is cancelled
-    and left uncommitted: whoever takes the task next resumes it from the log.
+    partition is revoked or lost, or that is running when `stop()` is called, starts no more
+    pairs, finishes and writes those in flight (cancelled if they outlast a bound), and is
+    left uncommitted: whoever takes the task next resumes it from the log.
     """
 
     def __init__(self, kafka: KafkaConnection, options: WorkerOptions) -> None:
@@ -79,7 +80,7 @@ class ChunkWorker:
         self.report = WorkerReport()
 
     def stop(self) -> None:
-        """Ask the worker to leave (safe from a signal handler): a running chunk is abandoned."""
+        """Ask the worker to leave (safe from a signal handler): a running chunk is drained."""
         self._stopping.set()
 
     def run(self) -> WorkerReport:
@@ -226,9 +227,9 @@ class ChunkWorker:
         return True
 
     def _abandon(self, task: ChunkTask) -> bool:
-        """Cancel the running attempt; its task stays uncommitted for the group."""
+        """Drain the running attempt; its task stays uncommitted for the group."""
         running = self._running
-        if running is not None and not running.cancel(_CANCEL_WAIT_S):
+        if running is not None and not running.drain(_CANCEL_WAIT_S):
             log.error("chunk %s did not stop within %.0fs", task.chunk_id, _CANCEL_WAIT_S)
         self.report.abandoned += 1
         why = "stopping" if self._stopping.is_set() else "its partition was revoked"
@@ -250,11 +251,13 @@ class ChunkWorker:
             self._intake.forget(revoked)
         if self._in_flight is None or self._in_flight not in revoked:
             return
-        # Stop before the partition's next owner starts the same chunk: two writers of one
-        # chunk would ask the model twice for every pair in flight.
+        # Stop before the partition's next owner starts the same chunk, but let the pairs in
+        # flight finish and be written: their answers are paid for already. (A lost partition
+        # may have a new owner by now; the chunk's lease keeps it off these samples until
+        # this attempt has ended.)
         self._lost = True
         if self._running is not None:
-            self._running.cancel(_CANCEL_WAIT_S)
+            self._running.drain(_CANCEL_WAIT_S)
 
 
 def _reasons(failures: list[str]) -> str:

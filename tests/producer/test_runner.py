@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
@@ -15,7 +16,7 @@ from resultlog.producer.datasets import Benchmark, Sample, StaticBenchmark, arit
 from resultlog.producer.errors import PersistenceError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient
 from resultlog.producer.offline import Behavior, ModelServer
-from resultlog.producer.runner import RunResult, run_benchmark
+from resultlog.producer.runner import Progress, RunResult, run_benchmark
 from resultlog.producer.store import KafkaResultStore, NoopResultStore
 from resultlog.schemas import RunKey, SampleResult, ScoreValue, encode_key
 from resultlog.settings import Settings
@@ -311,6 +312,38 @@ async def test_a_slow_sample_does_not_block_other_writes(
     stored = [r for r in stored_records(settings, RunKey("r8", "arith", MODEL)) if not r.degraded]
     assert stored[-1].sample_index == 0, "the slow first sample should be written last"
     assert len(stored) >= 7
+
+
+async def test_a_drained_run_finishes_its_pairs_in_flight_and_starts_no_more(
+    settings: Settings,
+    kafka_store: KafkaResultStore,
+    model_client: ModelClient,
+    model_server: ModelServer,
+) -> None:
+    bench = limit_samples(arith(), 8)
+    for sample in bench.samples():
+        model_server.override(sample.id, 0, Behavior(delay_s=0.2))
+    draining = asyncio.Event()
+
+    def drain_after_the_first(progress: Progress) -> None:
+        if progress.done:
+            draining.set()
+
+    result = await run_with(
+        bench,
+        model_client,
+        kafka_store,
+        "drained",
+        max_concurrency=2,
+        on_progress=drain_after_the_first,
+        draining=draining,
+    )
+    stored = stored_records(settings, RunKey("drained", "arith", MODEL))
+    # The pair beside the first was in flight when the drain came: answered, so written.
+    assert sorted(r.sample_index for r in stored) == [0, 1]
+    assert not any(r.degraded for r in stored)
+    assert (result.evaluated, result.unstarted) == (2, 6)
+    assert sorted(model_server.request_counts().values()) == [1, 1]
 
 
 async def test_a_failing_resume_read_still_evaluates_everything(

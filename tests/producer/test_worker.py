@@ -9,6 +9,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer
 
 from resultlog.kafka import KafkaConnection
+from resultlog.producer.datasets import arith
 from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.producer.worker import (
     CHUNK_FAILED,
@@ -18,9 +19,10 @@ from resultlog.producer.worker import (
     plan_chunks,
     submit_chunks,
 )
-from resultlog.schemas import ChunkTask
+from resultlog.producer.worker._chunk import ChunkRunner
+from resultlog.schemas import ChunkTask, RunKey
 from resultlog.settings import Settings
-from tests.support.kafka import read_topic
+from tests.support.kafka import read_topic, stored_records
 from tests.support.waiting import wait_for
 from tests.support.work import committed_tasks, serve_until
 
@@ -40,6 +42,34 @@ def _dead_letters(settings: Settings, expected: int) -> list[dict[str, str]]:
         return [letter.headers for letter in letters] if len(letters) >= expected else None
 
     return wait_for(arrived, f"{expected} dead tasks")
+
+
+def test_a_drained_chunk_writes_its_pairs_in_flight_and_the_next_attempt_asks_the_rest(
+    settings: Settings, model_server: ModelServer
+) -> None:
+    # What a worker does when its chunk's partition is revoked or lost, or it is stopped.
+    (task,) = plan_chunks(RunSpec("arith", MODEL, "drained", 1, 2, 8, None, model_server.base_url))
+    for sample in arith().samples()[:8]:
+        for epoch in range(2):
+            model_server.override(sample.id, epoch, Behavior(delay_s=0.3))
+    run_key = RunKey("drained", "arith", MODEL)
+    runner = ChunkRunner(KafkaConnection(settings), concurrency=2)
+    try:
+        first = runner.start(task)
+        wait_for(lambda: stored_records(settings, run_key), "the chunk's first durable pair")
+        assert first.drain(30) and not first.cancelled
+        assert first.result is not None and 0 < first.result.evaluated < 16
+        drained = len(stored_records(settings, run_key))
+        assert drained == first.result.evaluated  # every pair it asked for is durable
+        second = runner.start(task)
+        assert second.wait(60) and second.result is not None
+        assert second.result.evaluated == 16 - drained
+    finally:
+        runner.close()
+    assert model_server.request_counts() == {
+        (sample.id, epoch): 1 for sample in arith().samples()[:8] for epoch in range(2)
+    }
+    assert len(stored_records(settings, run_key)) == 16
 
 
 def test_poison_and_failing_tasks_are_dead_lettered_and_the_worker_goes_on(

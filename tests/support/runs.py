@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable
 
@@ -36,6 +37,7 @@ async def run_with(
     degrade_solver_errors: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
     write_policy: WritePolicy = FAST_WRITES,
+    draining: asyncio.Event | None = None,
 ) -> RunResult:
     """A run (or resume) of `bench` as `model` through `client` into `store`."""
     return await run_benchmark(
@@ -50,6 +52,7 @@ async def run_with(
         degrade_solver_errors=degrade_solver_errors,
         on_progress=on_progress,
         write_policy=write_policy,
+        draining=draining,
     )
 
 
