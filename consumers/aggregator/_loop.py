@@ -22,6 +22,7 @@ from confluent_kafka import (
 from resultlog.consumers._ingest import Ingested, Ingestor
 from resultlog.consumers.aggregator._index import RunIndexWriter
 from resultlog.consumers.aggregator._kafka import watermarks
+from resultlog.consumers.aggregator._layout import LayoutWatch, check_layout
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
@@ -42,7 +43,6 @@ _APPLY_CHUNK = 200  # records folded per hold of the state lock
 _IDLE_WAIT_S = 0.02  # also how soon an idle consumer thread serves a reader's request
 _TICK_BUDGET_S = 0.01  # folding for publication per loop iteration, before consuming again
 _ERROR_LOG_EVERY_S = 30.0
-_LAYOUT_CHECK_S = 5.0  # how often a running aggregator checks its topics against the settings
 _REGISTRY_PAUSE_S = 1.0  # before reading again what the registry kept us from decoding
 _STALE_READ_S = 5.0  # reading the summaries to serve stale, before restoring checkpoints
 _REGISTRY_ERROR = -1  # the key of registry failures among the rate-limited error logs
@@ -73,7 +73,7 @@ class ConsumerLoop:
         self._scanned: dict[int, int] = {}  # per partition: next offset never read before
         self._error_logged: dict[int, float] = {}
         self._kafka = kafka
-        self._next_layout_check = time.monotonic() + _LAYOUT_CHECK_S
+        self._layout = LayoutWatch(kafka, [self.topic, kafka.summaries_topic])
         try:
             results = kafka.partition_count(self.topic, consumer)
             kafka.partition_count(kafka.summaries_topic, consumer)
@@ -106,6 +106,7 @@ class ConsumerLoop:
 
     def run(self) -> None:
         """Consume until `stopping` is set (then publish, leave and flush) or a failure."""
+        self._layout.start()
         try:
             next_tick = time.monotonic() + self.publish_interval_s
             while not self._stopping.is_set():
@@ -124,7 +125,8 @@ class ConsumerLoop:
                 # wait for every changed run to be folded at once.
                 if time.monotonic() >= next_tick and self._tick(_TICK_BUDGET_S):
                     next_tick = time.monotonic() + self.publish_interval_s
-                self._check_layout()
+                if self._layout.failure is not None:
+                    raise self._layout.failure
             self._tick()
             self._close()
         except BaseException as exc:
@@ -132,6 +134,7 @@ class ConsumerLoop:
             log.error("the aggregator stopped: %s", exc)
             self._abandon()
         finally:
+            self._layout.stop()
             with self._shared.computed:
                 self._state.running = False
                 self._shared.computed.notify_all()
@@ -336,20 +339,6 @@ class ConsumerLoop:
         self._publisher.publish(pending)
         return finished
 
-    def _check_layout(self, *, now: bool = False) -> None:
-        """Every few seconds: stop (TopicLayoutError) once a topic no longer matches the
-        settings, e.g. partitions were added, before new runs land where no reader looks."""
-        if not now and time.monotonic() < self._next_layout_check:
-            return
-        self._next_layout_check = time.monotonic() + _LAYOUT_CHECK_S
-        for topic in (self.topic, self._kafka.summaries_topic):
-            try:
-                found = self._consumer.list_topics(topic, timeout=1.0).topics.get(topic)
-            except KafkaException:
-                return  # the broker is away: librdkafka reconnects, check next time
-            if found is not None and found.error is None and found.partitions:
-                self._kafka.check_layout(topic, len(found.partitions), recheck=True)
-
     def _observe_high(self, partition: int) -> None:
         try:
             _, high = self._consumer.get_watermark_offsets(
@@ -392,7 +381,8 @@ class ConsumerLoop:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         fresh = [p.partition for p in partitions]
         if any(p >= self._state.num_partitions for p in fresh):
-            self._check_layout(now=True)  # the topic grew: its run keys map elsewhere now
+            # The topic grew: its run keys map elsewhere now.
+            check_layout(self._kafka, consumer, [self.topic, self._kafka.summaries_topic])
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
         opened = self._stores.open(bounds)
         unsaved = {p: bounds[p] for p, found in opened.items() if found.next_offset is None}
