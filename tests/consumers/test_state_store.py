@@ -137,5 +137,30 @@ def test_a_store_past_the_end_is_refused(tmp_path: Path) -> None:
     refused.store.close()
 
 
+def test_memory_holds_about_cache_keys_entries_and_no_flush_is_large(tmp_path: Path) -> None:
+    store = _open(tmp_path, 0, 10_000).store
+    runs = [RunKey(f"run-{n}", "arith", "m") for n in range(40)]
+    memory = {run_key: RunFold(run_key) for run_key in runs}
+    disk = {run_key: store.new_fold(run_key) for run_key in runs}
+    most_pending = most_held = offset = 0
+    for run_key in runs:  # 40 runs of 600 records, one after another: 2 keys each
+        for index in range(300):
+            for epoch in range(2):
+                record = make_record(index, epoch, run_key=run_key, dataset_size=300, epochs=2)
+                memory[run_key].apply(record)
+                disk[run_key].apply(record)
+                store.touched(disk[run_key])
+                offset += 1
+                most_pending = max(most_pending, store.pending)
+                if store.full:
+                    store.flush(offset)
+                most_held = max(most_held, store.held)
+    assert most_pending <= 4096 + 1  # due at 4,096 keys, flushed at the next record boundary
+    assert most_held <= 10_000 * 5 // 4 + 4096  # measured every quarter of the cache flushed
+    for run_key in runs:
+        assert disk[run_key].summary() == memory[run_key].summary()
+    store.close()
+
+
 def _records(count: int) -> list[SampleResult]:
     return [make_record(i, 0, run_key=RUNS[0]) for i in range(count)]

@@ -29,6 +29,7 @@ __all__ = [
     "encode_sample",
     "encode_totals",
     "latest_key",
+    "latest_of_key",
     "run_of_totals",
     "run_prefix",
     "totals_key",
@@ -68,6 +69,11 @@ def run_of_totals(key: bytes) -> RunKey:
 def latest_key(prefix: bytes, key: tuple[int, ...]) -> bytes:
     """The store key of one (sample_index, epoch) under a run's LATEST prefix."""
     return prefix + _KEY.pack(*key)
+
+
+def latest_of_key(raw: bytes, start: int) -> tuple[int, ...]:
+    """The (sample_index, epoch) of a store key whose run prefix ends at `start`."""
+    return tuple(_KEY.unpack_from(raw, start))
 
 
 def encode_contribution(item: Contribution) -> bytes:

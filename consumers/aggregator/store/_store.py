@@ -3,8 +3,9 @@
 Writes are buffered in memory and flushed in one atomic write batch together with the offset
 they cover (`next_offset`), so the store always holds the state of a prefix of the partition:
 a SIGKILL at any moment leaves the last flushed prefix, and the tail is read again. Memory
-holds each run's totals, the unflushed entries (at most `cache_keys` past a record boundary)
-and at most `cache_keys` clean ones, least recently used first out.
+holds each run's totals, the unflushed changes (a flush is due at 4,096 keys, or
+`cache_keys` if fewer) and about `cache_keys` flushed entries: measured every `cache_keys / 4`
+flushed keys, the maps changed least recently lose theirs first.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import logging
 import os
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,18 +46,17 @@ from resultlog.consumers.aggregator.store._codec import (
     run_prefix,
     totals_key,
 )
-from resultlog.consumers.aggregator.store._maps import LatestMap, SampleMap
-from resultlog.consumers.fold import Contribution, RunFold
+from resultlog.consumers.aggregator.store._maps import LatestMap, SampleMap, StoreMap
+from resultlog.consumers.fold import Contribution, FoldState, RunFold
 from resultlog.schemas import RunKey
 
 __all__ = ["DEFAULT_MEMORY", "FORMAT", "LogIdentity", "PartitionStore", "StoreMeta"]
 
 log = logging.getLogger(__name__)
 FORMAT = 2  # 2: a contribution holds its shape's selected samples
-_V = TypeVar("_V")
-_MISSING: Any = object()
-_ABSENT: Any = None  # a key known to hold nothing (cached misses and pending deletes)
+_M = TypeVar("_M", LatestMap, SampleMap)
 _RESTORE_BATCH = 20_000  # entries per write batch when restoring a checkpoint's run
+_FLUSH_KEYS = 4096  # changed keys that make a flush due
 
 
 @dataclass(frozen=True)
@@ -139,77 +138,42 @@ class PartitionStore:
         self.identity: LogIdentity | None = None  # what every flush's meta names
         self._db = db
         self._limit = max(cache_keys, 1)
-        self._clean: OrderedDict[bytes, Any] = OrderedDict()
-        self._dirty: dict[bytes, Any] = {}
-        self._dirty_under: dict[bytes, set[bytes]] = {}  # map prefix -> its pending keys
-        # Map prefixes with nothing on disk that is not also in memory (a run new here, none
-        # of its flushed entries evicted since): a miss there is a miss, no disk read.
-        self._fresh: set[bytes] = set()
+        # A flush costs a few microseconds per key, on the consumer thread: many small ones
+        # keep each stall short (50,000 keys at once held the thread for 150 ms).
+        self._flush_at = min(self._limit, _FLUSH_KEYS)
+        self._grown = 0  # keys flushed since memory was last measured
+        self._changed: list[StoreMap[Any, Any]] = []  # the maps with unflushed keys
+        self.pending = 0  # keys changed since the last flush
+        self._maps: dict[bytes, StoreMap[Any, Any]] = {}  # by prefix: whose memory to evict
         self._unsaved: dict[RunKey, RunFold] = {}
+        self._flushes = 0
         self.scratch = False  # a private copy (the shared one was locked): removed on close
         self.flushed_at = time.monotonic()
         self.covers: int | None = None  # the offset the meta on disk names
 
     # -- what the maps call -----------------------------------------------------------------
 
-    def load(self, key: bytes, decode: Callable[[bytes], _V], prefix: bytes) -> _V | None:
-        """The value under `key` (of a map's `prefix`), from the pending writes, the cache or
-        the disk."""
-        value = self._dirty.get(key, _MISSING)
-        if value is not _MISSING:
-            return value  # type: ignore[no-any-return]
-        clean = self._clean
-        value = clean.get(key, _MISSING)
-        if value is not _MISSING:
-            clean.move_to_end(key)
-            return value  # type: ignore[no-any-return]
-        if prefix in self._fresh:
-            return _ABSENT  # type: ignore[no-any-return]
-        raw = self._db.get(key)
-        value = _ABSENT if raw is None else decode(raw)
-        clean[key] = value
-        self._trim()
-        return value
+    def read(self, key: bytes) -> bytes | None:
+        """The bytes on disk under `key`."""
+        raw: bytes | None = self._db.get(key)
+        return raw
 
-    def save(self, key: bytes, value: object, prefix: bytes) -> bool:
-        """Set (None: delete) `key` (under a map's `prefix`), in memory until the next flush;
-        whether it held a value before."""
-        held = self._dirty.get(key, _MISSING)
-        if held is _MISSING:
-            held = self._clean.get(key, _MISSING)
-        if held is _MISSING:  # not read before: the fold's get-then-set always reads first
-            held = _ABSENT if prefix in self._fresh else self._db.get(key)
-        self._dirty[key] = value
-        under = self._dirty_under.get(prefix)
-        if under is None:
-            under = self._dirty_under[prefix] = set()
-        under.add(key)
-        return held is not None
+    def changed(self, mapping: StoreMap[Any, Any]) -> None:
+        """`mapping` has a first unflushed key: write its keys at the next flush."""
+        self._changed.append(mapping)
 
-    def scan(self, prefix: bytes, decode: Callable[[bytes], _V]) -> list[tuple[bytes, _V]]:
-        """Every (key, value) under `prefix`, pending writes included."""
-        found: dict[bytes, Any] = {}
-        for key, raw in self._items(prefix):
-            found[key] = raw
-        dirty = self._dirty
-        for key in self._dirty_under.get(prefix, ()):
-            found[key] = dirty[key]
-        out = []
-        for key, held in found.items():
-            value = decode(held) if isinstance(held, bytes) else held
-            if value is not None:
-                out.append((key, value))
-        return out
+    def items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, bytes) on disk under `prefix`."""
+        return _prefixed(self._db.iter(), prefix)
 
     # -- what the aggregator state calls ----------------------------------------------------
 
     def new_fold(self, run_key: RunKey) -> RunFold:
         """An empty fold of a run whose per-key state lives here."""
-        latest = LatestMap(self, run_prefix(LATEST, run_key))
-        samples = SampleMap(self, run_prefix(SAMPLES, run_key))
-        for prefix in (latest.prefix, samples.prefix):
-            if next(iter(self._items(prefix)), None) is None:
-                self._fresh.add(prefix)
+        latest = self._map(LatestMap, run_prefix(LATEST, run_key), 0)
+        samples = self._map(SampleMap, run_prefix(SAMPLES, run_key), 0)
+        for mapping in (latest, samples):
+            mapping.fresh = next(iter(self.items(mapping.prefix)), None) is None
         return RunFold(run_key, latest, samples.emptied())
 
     def touched(self, fold: RunFold) -> None:
@@ -217,26 +181,30 @@ class PartitionStore:
         self._unsaved[fold.run_key] = fold
 
     @property
-    def pending(self) -> int:
-        """Entries written since the last flush."""
-        return len(self._dirty)
+    def held(self) -> int:
+        """Entries memory holds (unflushed ones included)."""
+        return sum(len(mapping.known) for mapping in self._maps.values())
 
     @property
     def full(self) -> bool:
-        """Whether the pending writes reached the cache's size: flush at the next boundary."""
-        return len(self._dirty) >= self._limit
+        """Whether the pending changes reached the cache's size: flush at the next boundary."""
+        return self.pending >= self._flush_at
 
     def flush(self, next_offset: int | None) -> None:
         """Write the pending entries and changed totals in one batch, with the offset they
         cover (None while the store is being filled from a checkpoint: no meta yet)."""
+        self._flushes += 1
         batch = WriteBatch(raw_mode=True)
-        for key, value in self._dirty.items():
-            if value is None:
-                batch.delete(key)
-            elif key.startswith(LATEST):
-                batch.put(key, encode_contribution(value))
-            else:
-                batch.put(key, encode_sample(value))
+        for mapping in self._changed:
+            known = mapping.known
+            for key in mapping.unflushed:
+                value = known[key]
+                if value is None:
+                    batch.delete(mapping.store_key(key))
+                else:
+                    batch.put(mapping.store_key(key), mapping.encode(value))
+            mapping.unflushed.clear()
+            mapping.used = self._flushes
         for run_key, fold in self._unsaved.items():
             if len(fold):
                 batch.put(totals_key(run_key), encode_totals(fold.state(), len(fold)))
@@ -248,14 +216,13 @@ class PartitionStore:
             batch.put(META, meta.encode())
             self.covers = next_offset
         self._db.write(batch)
-        clean = self._clean
-        for key, value in self._dirty.items():
-            clean[key] = value
-            clean.move_to_end(key)
-        self._trim()
-        self._dirty.clear()
-        self._dirty_under.clear()
+        self._changed.clear()
+        self._grown += self.pending
+        self.pending = 0
         self._unsaved.clear()
+        if self._grown * 4 >= self._limit:  # measuring walks every map: not at every flush
+            self._grown = 0
+            self._evict()
         self.flushed_at = time.monotonic()
 
     def meta(self) -> StoreMeta | None:
@@ -265,29 +232,27 @@ class PartitionStore:
 
     def empty(self) -> bool:
         """Whether the store holds nothing at all."""
-        return next(iter(self._items(b"")), None) is None
+        return next(iter(self.items(b"")), None) is None
 
     def folds(self) -> dict[RunKey, RunFold]:
         """Every run's fold, resumed from its saved totals (StoreFormatError if one is bad)."""
         folds: dict[RunKey, RunFold] = {}
-        for key, raw in self._items(TOTALS):
+        for key, raw in self.items(TOTALS):
             run_key = run_of_totals(key)
             state, latest_count = decode_totals(raw)
-            latest = LatestMap(self, run_prefix(LATEST, run_key), latest_count)
-            samples = SampleMap(self, run_prefix(SAMPLES, run_key), None)
-            folds[run_key] = RunFold.resume(run_key, state, latest, samples.emptied(), samples)
+            folds[run_key] = self._resumed(run_key, state, latest_count)
         return folds
 
     def fold_until_full(
         self, fold: RunFold, items: Sequence[tuple[int, Contribution]], start: int
     ) -> int:
         """Apply the contributions of items[start:] (offset, contribution) to `fold`, one of
-        this store's, until the pending writes fill the cache; the index after the last."""
-        index, count, limit = start, len(items), self._limit
+        this store's, until the pending changes fill the cache; the index after the last."""
+        index, count, limit = start, len(items), self._flush_at
         while index < count:
             fold.apply(items[index][1])
             index += 1
-            if len(self._dirty) >= limit:
+            if self.pending >= limit:
                 break
         return index
 
@@ -296,8 +261,8 @@ class PartitionStore:
         entries and totals written straight to disk, without an offset (the caller's flush
         names one), and the fold resumed from them."""
         folded = RunFold.restore(run_key, contributions)
-        latest = LatestMap(self, run_prefix(LATEST, run_key), len(folded))
-        samples = SampleMap(self, run_prefix(SAMPLES, run_key), None)
+        latest = self._map(LatestMap, run_prefix(LATEST, run_key), len(folded))
+        samples = self._map(SampleMap, run_prefix(SAMPLES, run_key), None)
         batch = WriteBatch(raw_mode=True)
         for item in folded.contributions():
             batch.put(latest.store_key(item.key), encode_contribution(item))
@@ -330,20 +295,38 @@ class PartitionStore:
         self._db.close()
         if self.scratch:
             Rdict.destroy(str(self.path), db_options())
-        self._clean.clear()
-        self._dirty.clear()
-        self._dirty_under.clear()
+        for mapping in self._maps.values():
+            mapping.forget()
+        self._maps.clear()
+        self._changed.clear()
+        self.pending = 0
 
-    def _trim(self) -> None:
-        """Evict the least recently used clean entries down to the cache's size."""
-        clean, fresh = self._clean, self._fresh
-        while len(clean) > self._limit:
-            key, value = clean.popitem(last=False)
-            if value is not None and fresh:  # now on disk only: its map's misses read the disk
-                fresh.discard(key[: key.index(b"\x00") + 1])
+    def _map(self, kind: type[_M], prefix: bytes, count: int | None) -> _M:
+        """The run's mapping of one kind, made new (a run's maps are made once per store)."""
+        mapping = kind(self, prefix, count)
+        self._maps[prefix] = mapping
+        return mapping
 
-    def _items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return _prefixed(self._db.iter(), prefix)
+    def _resumed(self, run_key: RunKey, state: FoldState, latest_count: int) -> RunFold:
+        """A run's fold resumed from saved totals over its entries on disk."""
+        latest = self._map(LatestMap, run_prefix(LATEST, run_key), latest_count)
+        samples = self._map(SampleMap, run_prefix(SAMPLES, run_key), None)
+        return RunFold.resume(run_key, state, latest, samples.emptied(), samples)
+
+    def _evict(self) -> None:
+        """Drop the memory of the least recently changed maps (everything is flushed) until
+        what is held fits the cache's size."""
+        held = self.held
+        if held <= self._limit:
+            return
+        for mapping in sorted(self._maps.values(), key=_used):
+            held -= mapping.forget()
+            if held <= self._limit:
+                return
+
+
+def _used(mapping: StoreMap[Any, Any]) -> int:
+    return mapping.used
 
 
 def _prefixed(it: RdictIter, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
