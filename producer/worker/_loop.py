@@ -22,7 +22,7 @@ __all__ = ["ChunkWorker", "WorkerOptions", "WorkerReport"]
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.1
-_CANCEL_WAIT_S = 30.0
+_DRAIN_WAIT_S = 30.0  # for the pairs in flight to finish, then as long for a cancel
 _METADATA_TIMEOUT_S = 15.0
 
 
@@ -229,8 +229,8 @@ class ChunkWorker:
     def _abandon(self, task: ChunkTask) -> bool:
         """Drain the running attempt; its task stays uncommitted for the group."""
         running = self._running
-        if running is not None and not running.drain(_CANCEL_WAIT_S):
-            log.error("chunk %s did not stop within %.0fs", task.chunk_id, _CANCEL_WAIT_S)
+        if running is not None and not running.drain(_DRAIN_WAIT_S):
+            log.error("chunk %s did not stop within %.0fs", task.chunk_id, _DRAIN_WAIT_S)
         self.report.abandoned += 1
         why = "stopping" if self._stopping.is_set() else "its partition was revoked"
         log.warning("chunk %s abandoned (%s); what is durable stays", task.chunk_id, why)
@@ -257,7 +257,7 @@ class ChunkWorker:
         # this attempt has ended.)
         self._lost = True
         if self._running is not None:
-            self._running.drain(_CANCEL_WAIT_S)
+            self._running.drain(_DRAIN_WAIT_S)
 
 
 def _reasons(failures: list[str]) -> str:

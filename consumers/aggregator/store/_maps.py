@@ -38,16 +38,14 @@ class StoreMap(MutableMapping[_K, _V], Generic[_K, _V]):
 
     __slots__ = ("_store", "count", "fresh", "known", "prefix", "unflushed", "used")
 
-    def __init__(
-        self, store: PartitionStore, prefix: bytes, count: int | None = 0, *, fresh: bool = False
-    ) -> None:
+    def __init__(self, store: PartitionStore, prefix: bytes, count: int | None = 0) -> None:
         self._store = store
         self.prefix = prefix
         self.count = count
         # What this map knows: values, and None for keys known to hold nothing (a read miss,
         # a delete). Fresh: nothing on disk is missing from it, so a miss here is a miss.
         self.known: dict[_K, _V | None] = {}
-        self.fresh = fresh
+        self.fresh = False  # a new run's store sets it when the disk holds none of its keys
         self.unflushed: set[_K] = set()  # the keys changed since the last flush
         self.used = 0  # the store's flush count when this map last changed: eviction order
 
