@@ -5,3 +5,14 @@ export { ConfigChangedError, DecodeError, PersistenceError, ResultLogError, Sche
 export type { Long } from "./long.js";
 export type * from "./record.js";
 export { encodeRunKey, partitionFor, recordKey, runKeyPrefix, type RunKey } from "./runKey.js";
+export { currentSample, sampleScope, SampleContext, stampXBench, type XBench } from "./context.js";
+export { WritePolicy, type WritePolicyOptions } from "./retry.js";
+export { settingsFromEnv, type StoreSettings } from "./settings.js";
+export {
+  KafkaResultStore,
+  pairKey,
+  type DegradedWrites,
+  type LoadOptions,
+  type ResumeState,
+  type StoreOptions,
+} from "./store.js";
