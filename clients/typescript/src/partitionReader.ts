@@ -65,6 +65,9 @@ export async function readPartition(
         () => reject(new PersistenceError(`reading ${topic}[${partition}] to offset ${high} took over ${timeoutMs} ms`)),
         timeoutMs,
       );
+      consumer.on(consumer.events.CRASH, ({ payload }) => {
+        reject(new PersistenceError(`reading ${topic}[${partition}] failed: ${payload.error.message}`, { cause: payload.error }));
+      });
       consumer
         .run({
           autoCommit: false,

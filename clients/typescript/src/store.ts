@@ -9,8 +9,10 @@ import type { DecodedSampleResult, SampleResult } from "./record.js";
 import { WritePolicy } from "./retry.js";
 import { keyIndexes, partitionFor, recordKey, runKeyPrefix, type RunKey } from "./runKey.js";
 import { settingsFromEnv, type StoreSettings } from "./settings.js";
+import { registerZstd } from "./zstd.js";
 
 const { Kafka: KafkaClient, logLevel } = kafkajs;
+registerZstd();
 
 /** What a run may skip and what seeds its accumulator, as the Python resume sorts them. */
 export interface ResumeState {

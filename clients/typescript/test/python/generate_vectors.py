@@ -168,7 +168,11 @@ def run_key_vector(rng: random.Random) -> dict[str, Any]:
     run_key = RunKey(part(rng), part(rng), part(rng))
     sample_index, epoch = rng.randint(0, 2**63 - 1), rng.randint(0, 2**31 - 1)
     return {
-        "run_key": {"runId": run_key.run_id, "benchmarkId": run_key.benchmark_id, "model": run_key.model},
+        "run_key": {
+            "runId": run_key.run_id,
+            "benchmarkId": run_key.benchmark_id,
+            "model": run_key.model,
+        },
         "encoded": encode_run_key(run_key).decode("ascii"),
         "sample_index": str(sample_index),
         "epoch": epoch,
