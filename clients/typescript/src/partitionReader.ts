@@ -65,8 +65,11 @@ export async function readPartition(
         () => reject(new PersistenceError(`reading ${topic}[${partition}] to offset ${high} took over ${timeoutMs} ms`)),
         timeoutMs,
       );
+      // KafkaJS restarts a consumer after a retriable crash (a leader moving): wait for it.
       consumer.on(consumer.events.CRASH, ({ payload }) => {
-        reject(new PersistenceError(`reading ${topic}[${partition}] failed: ${payload.error.message}`, { cause: payload.error }));
+        if (!payload.restart) {
+          reject(new PersistenceError(`reading ${topic}[${partition}] failed: ${payload.error.message}`, { cause: payload.error }));
+        }
       });
       consumer
         .run({
