@@ -20,9 +20,11 @@ MODEL = "demo/model"
 EPOCHS = 2
 
 
-def node(client: Path, env: dict[str, str], script: str, *args: str) -> str:
-    """Run one of the client's built examples to its end; its stdout."""
-    done = subprocess.run(
+def node_process(
+    client: Path, env: dict[str, str], script: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """Run one of the client's built examples to its end."""
+    return subprocess.run(
         ["node", str(client / "dist" / "examples" / script), *args],
         env=env,
         capture_output=True,
@@ -30,15 +32,25 @@ def node(client: Path, env: dict[str, str], script: str, *args: str) -> str:
         timeout=180,
         check=False,
     )
+
+
+def node(client: Path, env: dict[str, str], script: str, *args: str) -> str:
+    """Run one of the client's built examples, which must succeed; its stdout."""
+    done = node_process(client, env, script, *args)
     assert done.returncode == 0, f"{script} exited {done.returncode}: {done.stderr}"
     return done.stdout
 
 
+def resume_args(run_key: RunKey, *args: str) -> list[str]:
+    """resume-run.js's arguments for the run key (EPOCHS unless `args` say otherwise)."""
+    parts = ["--run-id", run_key.run_id, "--benchmark", run_key.benchmark_id]
+    return [*parts, "--model", run_key.model, "--epochs", str(EPOCHS), *args]
+
+
 def resume_ts(client: Path, env: dict[str, str], run_key: RunKey, *args: str) -> dict[str, Any]:
     """The TypeScript harness's resume of the run key; what it printed."""
-    parts = ["--run-id", run_key.run_id, "--benchmark", run_key.benchmark_id]
-    parts += ["--model", run_key.model, "--epochs", str(EPOCHS), *args]
-    found = json.loads(node(client, env, "resume-run.js", *parts).strip().splitlines()[-1])
+    printed = node(client, env, "resume-run.js", *resume_args(run_key, *args))
+    found = json.loads(printed.strip().splitlines()[-1])
     assert isinstance(found, dict)
     return found
 
@@ -95,6 +107,28 @@ def test_a_run_written_by_python_loads_in_typescript_with_the_same_skip_list(
     assert loaded["skip_list"] == python and len(python) == 6 * EPOCHS
     assert loaded["correct"] == sum(1 for r in state.seeds if r.score.value == "C")
     assert loaded["evaluated"] == [] and loaded["undecodable"] == 0
+
+
+def test_typescript_ignores_other_epochs_and_refuses_another_configuration(
+    ts_client: Path, settings: Settings, cli_env: dict[str, str]
+) -> None:
+    run_py(cli_env, "py-shape", 3)
+    run_key = RunKey("py-shape", "arith", MODEL)
+    # Fewer epochs than the log holds: the later epochs' records are out of range.
+    one = resume_ts(ts_client, cli_env, run_key, "--samples", "3", "--load-only", "--epochs", "1")
+    assert one["skip_list"] == ["0/0", "1/0", "2/0"] and one["out_of_range"] == 3
+    fingerprint = records_of(settings, run_key)[0].config_fingerprint
+    refused = node_process(
+        ts_client,
+        cli_env,
+        "resume-run.js",
+        *resume_args(run_key, "--samples", "3", "--config", "{}", "--config-fingerprint", "other"),
+    )
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+    assert "6 durable record(s) were made under another configuration" in lines[0]
+    assert f"config_fingerprint {fingerprint}" in lines[0]
+    assert len(raw_run_records(settings, run_key)) == 3 * EPOCHS  # nothing written
 
 
 def test_a_python_half_run_resumes_in_typescript_asking_no_pair_twice(
