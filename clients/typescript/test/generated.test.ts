@@ -1,5 +1,8 @@
 /** Random valid records and run keys from the Python codec: the same bytes and partitions. */
 import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import {
   decodeSampleResult,
@@ -27,7 +30,18 @@ interface Generated {
   records: { datum: unknown; hex: string }[];
 }
 
-const generated = JSON.parse(runPython("generate_vectors.py", String(SEED), String(RECORDS), String(KEYS))) as Generated;
+function generate(): Generated {
+  const dir = mkdtempSync(join(tmpdir(), "resultlog-ts-vectors-"));
+  try {
+    const file = join(dir, "vectors.json");
+    runPython("generate_vectors.py", String(SEED), String(RECORDS), String(KEYS), file);
+    return JSON.parse(readFileSync(file, "utf-8")) as Generated;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const generated = generate();
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 
 test(`${KEYS} random run keys: Python's encodings and partitions (seed ${SEED})`, () => {

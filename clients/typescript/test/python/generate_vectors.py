@@ -1,7 +1,7 @@
-"""Random valid records and run keys, encoded by resultlog's Python codec, as JSON on stdout.
+"""Random valid records and run keys, encoded by resultlog's Python codec, as a JSON file.
 
 The TypeScript tests read it and must produce the same bytes and partitions. Usage:
-`generate_vectors.py SEED RECORDS KEYS`. JSON conventions: bytes as {"hex": ...}, integers
+`generate_vectors.py SEED RECORDS KEYS OUT`. JSON conventions: bytes as {"hex": ...}, integers
 beyond 2^53 as {"long": "digits"}, the metrics map as {"map": [[key, value], ...]} in the
 record's own order, timestamps as epoch milliseconds.
 """
@@ -12,6 +12,7 @@ import json
 import random
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from resultlog.schemas import (
@@ -183,10 +184,11 @@ def run_key_vector(rng: random.Random) -> dict[str, Any]:
 
 def main() -> None:
     seed, records, keys = (int(arg) for arg in sys.argv[1:4])
+    out_path = Path(sys.argv[4])
     rng = random.Random(seed)
     codec = Codec()
     made = [record(rng) for _ in range(records)]
-    out = {
+    vectors = {
         "seed": seed,
         "keys": [run_key_vector(rng) for _ in range(keys)],
         "records": [
@@ -194,7 +196,7 @@ def main() -> None:
             for r in made
         ],
     }
-    json.dump(out, sys.stdout, ensure_ascii=False)
+    out_path.write_text(json.dumps(vectors, ensure_ascii=False), encoding="utf-8")
 
 
 if __name__ == "__main__":
