@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from resultlog.kafka import KafkaClientError, KafkaConnection, arrived, produce_acked
 from resultlog.producer.lm_eval._errors import LmEvalError
@@ -24,6 +24,14 @@ __all__ = ["Answer", "AnswerLog", "RunAnswers"]
 _TIMEOUT_S = 30.0
 _ANSWER = b"a/"
 _CONFIG = b"config"
+_TRANSIENT = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TRANSPORT,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -87,7 +95,7 @@ class AnswerLog:
         prefix = run_key_prefix(run_key)
         found = RunAnswers({}, None)
         try:
-            for key, value in self._messages(partition_for(run_key, self._partitions)):
+            for key, value in self._retried(partition_for(run_key, self._partitions)):
                 if not key.startswith(prefix):
                     continue
                 rest = key[len(prefix) :]
@@ -120,6 +128,19 @@ class AnswerLog:
             )
         except KafkaClientError as exc:
             raise LmEvalError(f"could not make an answer of {run_key} durable: {exc}") from exc
+
+    def _retried(self, partition: int) -> list[tuple[bytes, bytes | None]]:
+        """The partition's messages, waiting out a leader election or a new topic's start."""
+        deadline = time.monotonic() + _TIMEOUT_S
+        while True:
+            try:
+                return self._messages(partition)
+            except KafkaException as exc:
+                error = exc.args[0]
+                transient = isinstance(error, KafkaError) and error.code() in _TRANSIENT
+                if not transient or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
 
     def _messages(self, partition: int) -> list[tuple[bytes, bytes | None]]:
         """(key, value) of every message of the partition below its high watermark."""

@@ -37,46 +37,40 @@ def task_records(
     by_doc: dict[int, list[Mapping[str, Any]]] = {}
     for sample in samples:
         by_doc.setdefault(int(sample["doc_id"]), []).append(sample)
-    harness = Harness(name="lm_eval", version=_version())
-    worker = WriterProcess(host=socket.gethostname(), pid=os.getpid())
     size = int(sizes.get("original") or len(by_doc))
     effective = int(sizes.get("effective") or len(by_doc))
+    shared = {
+        "epoch": 0,
+        "epochs": 1,
+        "selected_samples": effective if effective < size else None,
+        "status": RecordStatus.COMPLETED,
+        "config": task.config.canonical,
+        "config_fingerprint": task.config.fingerprint,
+        "harness": Harness(name="lm_eval", version=_version()),
+        "worker": WriterProcess(host=socket.gethostname(), pid=os.getpid()),
+    }
     return [
-        _record(task, doc_id, logged, harness, worker, size, effective)
+        _record(task, doc_id, logged, {**shared, "dataset_size": max(size, doc_id + 1)})
         for doc_id, logged in sorted(by_doc.items())
     ]
 
 
 def _record(
-    task: TaskState,
-    doc_id: int,
-    logged: list[Mapping[str, Any]],
-    harness: Harness,
-    worker: WriterProcess,
-    size: int,
-    effective: int,
+    task: TaskState, doc_id: int, logged: list[Mapping[str, Any]], shared: dict[str, Any]
 ) -> SampleResult:
     first = logged[0]
     key = task.run_key
     fields = {
+        **shared,
         "run_id": key.run_id,
         "benchmark_id": key.benchmark_id,
         "model": key.model,
         "sample_id": str(doc_id),
         "sample_index": doc_id,
-        "epoch": 0,
-        "epochs": 1,
-        "dataset_size": max(size, doc_id + 1),
-        "selected_samples": effective if effective < size else None,
-        "status": RecordStatus.COMPLETED,
         "created_at": datetime.now(UTC),
         "input": _prompt(first.get("arguments")),
         "target": _text(first.get("target")),
         "score": _score(logged),
-        "config": task.config.canonical,
-        "config_fingerprint": task.config.fingerprint,
-        "harness": harness,
-        "worker": worker,
     }
     return SampleResult.model_validate(fields, context=TRUSTED_JSON)
 

@@ -95,14 +95,14 @@ class Recording:
             key = run_key(self.run_id, name, identity)
             config = task_config(task, identity, options)
             found = answers.read(key)
-            if found.config is not None and found.config != config.canonical:
-                if not self.accept_config_change:
-                    differing = differences(json.loads(config.canonical), found.config)
-                    raise ConfigChangedError(
-                        f"{key}: its durable answers were made under another configuration "
-                        f"({differing}); use a new run id, or --accept-config-change to "
-                        "reuse them as they are"
-                    )
+            changed = found.config is not None and found.config != config.canonical
+            if changed and not self.accept_config_change:
+                differing = differences(json.loads(config.canonical), found.config)
+                raise ConfigChangedError(
+                    f"{key}: its durable answers were made under another configuration "
+                    f"({differing}); use a new run id, or --accept-config-change to "
+                    "reuse them as they are"
+                )
             if found.config != config.canonical:
                 answers.write_config(key, config.canonical)
             state = TaskState(key, config, found.answers, spent=found.spent)
@@ -159,7 +159,7 @@ def recording(
 ) -> Iterator[Recording]:
     """While the block runs, every lm-eval evaluation in this process is on the log."""
     import lm_eval
-    import lm_eval.evaluator as evaluator
+    from lm_eval import evaluator
 
     run = Recording(kafka, run_id, budget_usd, accept_config_change)
     original_simple, original_evaluate = evaluator.simple_evaluate, evaluator.evaluate
@@ -172,12 +172,12 @@ def recording(
     def evaluate(**kwargs: Any) -> Any:
         return run.evaluate(original_evaluate, **kwargs)
 
-    lm_eval.simple_evaluate = evaluator.simple_evaluate = simple  # type: ignore[assignment]
-    evaluator.evaluate = evaluate  # type: ignore[assignment]
+    lm_eval.simple_evaluate = evaluator.simple_evaluate = simple
+    evaluator.evaluate = evaluate
     try:
         yield run
     finally:
-        lm_eval.simple_evaluate = evaluator.simple_evaluate = original_simple  # type: ignore[assignment]
+        lm_eval.simple_evaluate = evaluator.simple_evaluate = original_simple
         evaluator.evaluate = original_evaluate
 
 

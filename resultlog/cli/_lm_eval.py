@@ -30,9 +30,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "request is durable as it completes and served from the log on a rerun of the run id; "
         "each document's outcome becomes a record of the results topic.",
     )
-    parser.add_argument(
-        "--run-id", required=True, type=run_key_part("run id"), help="the run's id"
-    )
+    parser.add_argument("--run-id", required=True, type=run_key_part("run id"), help="the run's id")
     parser.add_argument(
         "--budget-usd",
         type=bounded("budget", float, 0.0, MAX_COST_USD),
@@ -75,12 +73,15 @@ def lm_eval_command(args: argparse.Namespace) -> int:
         parsed = harness.parse_args()  # lm-eval's parser (it inserts `run` when absent)
     if getattr(parsed, "command", None) != "run":
         raise CliError("only lm-eval's `run` can be recorded (give its arguments after `--`)")
-    with connect() as kafka, recording(
-        kafka,
-        args.run_id,
-        budget_usd=args.budget_usd,
-        accept_config_change=args.accept_config_change,
-    ) as run:
+    with (
+        connect() as kafka,
+        recording(
+            kafka,
+            args.run_id,
+            budget_usd=args.budget_usd,
+            accept_config_change=args.accept_config_change,
+        ) as run,
+    ):
         try:
             harness.execute(parsed)
         except LmEvalBudgetError as exc:
