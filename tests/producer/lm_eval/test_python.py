@@ -14,7 +14,14 @@ from resultlog.kafka import KafkaConnection
 from resultlog.producer import ConfigChangedError
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
-from tests.producer.lm_eval.support import DOCS, TASK, write_task
+from tests.producer.lm_eval.support import (
+    CHOICES,
+    DOCS,
+    MC_TASK,
+    TASK,
+    write_mc_task,
+    write_task,
+)
 
 MODEL = "offline"
 
@@ -35,19 +42,21 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def _evaluate(
-    kafka: KafkaConnection, run_id: str, server: ModelServer, tasks: Path, **extra: Any
+    kafka: KafkaConnection, run_id: str, server: ModelServer, include: Path, **extra: Any
 ) -> Any:
     from lm_eval.tasks import TaskManager
 
     return resultlog.lm_eval.simple_evaluate(
         run_id,
         kafka=kafka,
-        model="local-chat-completions",
-        model_args=f"model={MODEL},base_url={server.base_url}/chat/completions,max_retries=1",
-        tasks=[TASK],
-        task_manager=TaskManager(include_path=str(tasks), include_defaults=False),
-        apply_chat_template=True,
-        **extra,
+        **{
+            "model": "local-chat-completions",
+            "model_args": f"model={MODEL},base_url={server.base_url}/chat/completions",
+            "tasks": [TASK],
+            "task_manager": TaskManager(include_path=str(include), include_defaults=False),
+            "apply_chat_template": True,
+            **extra,
+        },
     )
 
 
@@ -110,3 +119,29 @@ def test_a_leased_task_is_not_run(
     with claim_lease(kafka, key, (0, 1)), refused:
         _evaluate(kafka, unique_name, server, write_task(tmp_path / "tasks"))
     assert server.requests == []
+
+
+def test_multiple_choice_log_likelihoods_through_local_completions(
+    kafka: KafkaConnection, server: ModelServer, tmp_path: Path, unique_name: str
+) -> None:
+    extra = {
+        "model": "local-completions",
+        "model_args": f"model={MODEL},base_url={server.base_url}/completions,"
+        "tokenizer_backend=remote,max_retries=1",
+        "tasks": [MC_TASK],
+        "apply_chat_template": False,
+    }
+    tasks = write_mc_task(tmp_path / "tasks")
+    results = _evaluate(kafka, unique_name, server, tasks, **extra)
+    accuracy = results["results"][MC_TASK]["acc,none"]
+    assert accuracy > 0.5  # the offline model mostly picks the right sum
+    asked = [r for r in server.requests if r.body.get("echo")]
+    assert len(asked) == len(server.requests) == DOCS * CHOICES  # one log-likelihood per choice
+    key = RunKey(unique_name, MC_TASK, MODEL)
+    summary = replay_run(kafka, key).summaries[key]
+    assert summary.records == DOCS
+    assert summary.accuracy == pytest.approx(accuracy)
+
+    again = _evaluate(kafka, unique_name, server, tasks, **extra)
+    assert len(server.requests) == DOCS * CHOICES  # every log-likelihood served from the log
+    assert again["results"][MC_TASK]["acc,none"] == accuracy
