@@ -129,6 +129,7 @@ def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
         settings.spend_topic: compacted,
         settings.checkpoints_topic: compacted,
         settings.index_topic: compacted,
+        settings.lm_eval_answers_topic: compacted,
     }
 
 

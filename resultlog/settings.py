@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     spend_topic: str = "resultlog.spend"
     """The compacted spend ledger: each run key's pairs in flight and their spend, so that
     every writer of a run key (chunk workers on any machine) keeps to one budget."""
+    lm_eval_answers_topic: str = "resultlog.lm-eval-answers"
+    """The compacted topic of lm-eval's answered requests (`resultlog lm-eval`): one message per
+    request, keyed by run key and request content and partitioned like the run key's results."""
     partitions: int = Field(default=6, ge=1)
     """Partitions of the results, summaries, dead-letter, leases, spend and checkpoints topics: part
     of the wire contract, never changed under existing runs."""

@@ -72,7 +72,11 @@ def topic_specs(
     """
     base = {"min.insync.replicas": str(settings.min_insync_replicas), **(extra_config or {})}
     large = {"max.message.bytes": str(settings.max_message_bytes)}
-    own = {settings.results_topic: large, settings.dlq_topic: large}
+    own = {
+        settings.results_topic: large,
+        settings.dlq_topic: large,
+        settings.lm_eval_answers_topic: large,
+    }
     own[settings.leases_topic] = _LEASES_CONFIG
     own[settings.spend_topic] = _LEASES_CONFIG  # rewritten per pair, read per chunk: keep small
     own[settings.checkpoints_topic] = _CHECKPOINTS_CONFIG

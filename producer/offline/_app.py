@@ -10,6 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Literal, NamedTuple
 
+from resultlog.producer.offline._completions import (
+    TOKENIZER_INFO,
+    completions_body,
+    decode,
+    encode,
+    prompts_of,
+)
 from resultlog.producer.offline._http11 import HttpReply, HttpRequest
 from resultlog.producer.offline._model import (
     MODEL_ID,
@@ -135,6 +142,11 @@ class App:
             if request.method != "POST":
                 return _json_reply(405, error_body(405))
             return await self._chat(request.body)
+        if request.path == "/v1/completions" and request.method == "POST":
+            return await self._completions(request.body)
+        tokenizer = _tokenizer(request)
+        if tokenizer is not None:
+            return tokenizer
         if request.path == "/v1/models" and request.method == "GET":
             models = {"object": "list", "data": [{"id": MODEL_ID, "object": "model"}]}
             return _json_reply(200, models)
@@ -158,6 +170,19 @@ class App:
         if behavior.fault == "hang":
             await asyncio.sleep(_HANG_S)  # cancelled when the server stops
         return self._reply(behavior, body, key, prompt)
+
+    async def _completions(self, raw: bytes) -> HttpReply:
+        """Answer one legacy completions request (log-likelihoods when `echo` is set)."""
+        try:
+            body = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return _json_reply(400, error_body(400, "request body is not JSON"))
+        if not isinstance(body, dict) or prompts_of(body.get("prompt")) is None:
+            return _json_reply(400, error_body(400, "request needs a `prompt`"))
+        self._state.record(LoggedRequest(*_x_bench(body), body))
+        await asyncio.sleep(self._config.latency_s)
+        cfg = self._config
+        return _json_reply(200, completions_body(body, cfg.seed, cfg.wrong_rate))
 
     def _default(self, key: tuple[str, int], prompt: str) -> Behavior:
         """The hash-decided behaviour for a pair."""
@@ -203,6 +228,24 @@ class App:
             message_extra=behavior.message_extra,
         )
         return _json_reply(200, completion)
+
+
+def _tokenizer(request: HttpRequest) -> HttpReply | None:
+    """vLLM's tokenizer endpoints (lm-eval's remote tokenizer), or None for another path."""
+    if request.path == "/tokenizer_info" and request.method == "GET":
+        return _json_reply(200, TOKENIZER_INFO)
+    if request.path not in ("/tokenize", "/detokenize") or request.method != "POST":
+        return None
+    try:
+        body = json.loads(request.body)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return _json_reply(400, error_body(400, "request body is not JSON"))
+    text, tokens = body.get("prompt"), body.get("tokens")
+    if request.path == "/tokenize" and isinstance(text, str):
+        return _json_reply(200, {"tokens": encode(text), "count": len(encode(text))})
+    if request.path == "/detokenize" and isinstance(tokens, list):
+        return _json_reply(200, {"prompt": decode([int(t) for t in tokens])})
+    return _json_reply(400, error_body(400, "request needs a `prompt` text or `tokens` list"))
 
 
 def _x_bench(body: dict[str, Any]) -> tuple[str | None, int | None]:

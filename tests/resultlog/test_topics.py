@@ -34,10 +34,11 @@ def test_creates_five_topics_with_their_configs_idempotently(
 ) -> None:
     settings = _settings(kafka_bootstrap, unique_name, partitions=4)
     first = ensure_topics(KafkaConnection(settings), topic_specs(settings))
-    # results, summaries, DLQ, leases, spend ledger, checkpoints, run index, work x2
-    assert [o.created for o in first] == [True] * 9
+    # results, summaries, DLQ, leases, spend ledger, checkpoints, run index, lm-eval
+    # answers, work x2
+    assert [o.created for o in first] == [True] * 10
     again = ensure_topics(KafkaConnection(settings), topic_specs(settings))
-    assert [o.created for o in again] == [False] * 9
+    assert [o.created for o in again] == [False] * 10
 
     metadata = admin.list_topics(timeout=10).topics
     for name in settings.topic_names():
@@ -51,6 +52,8 @@ def test_creates_five_topics_with_their_configs_idempotently(
     assert _config(admin, settings.checkpoints_topic)["cleanup.policy"] == "compact"
     assert _config(admin, settings.index_topic)["cleanup.policy"] == "compact"
     assert len(metadata[settings.index_topic].partitions) == 4
+    assert _config(admin, settings.lm_eval_answers_topic)["cleanup.policy"] == "compact"
+    assert len(metadata[settings.lm_eval_answers_topic].partitions) == 4
     assert _config(admin, settings.results_topic)["max.message.bytes"] == str(8 * 1024 * 1024)
 
 
