@@ -57,7 +57,9 @@ def _replay(env: dict[str, str], run_id: str) -> dict[str, object]:
     return summary
 
 
-# Each `lm-eval` run spends a minute or two indexing lm-eval's built-in tasks before its own.
+# Each `lm-eval` run spends a minute or two indexing lm-eval's built-in tasks before its own:
+# slow, so it runs in the fault tier beside the other long scenarios.
+@pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_killed_run_resumes_asking_nothing_twice(
     server: ModelServer, cli_env: dict[str, str], tmp_path: Path, unique_name: str
