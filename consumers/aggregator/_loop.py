@@ -77,6 +77,7 @@ class ConsumerLoop:
         self._layout = LayoutWatch(kafka, [self.topic, kafka.summaries_topic])
         self._topic_id: str | None = None  # the ID of the results topic the state folds
         self._recreated = False  # a rebalance found another topic ID: rebuild everything
+        self._missing: set[int] = set()  # partitions served stale while the topic is missing
         try:
             results = kafka.partition_count(self.topic, consumer)
             kafka.partition_count(kafka.summaries_topic, consumer)
@@ -389,7 +390,8 @@ class ConsumerLoop:
             check_layout(self._kafka, consumer, [self.topic, self._kafka.summaries_topic])
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
         opened = self._stores.open(bounds)
-        self._identified(fresh)
+        if fresh:
+            self._identified(fresh)
         unsaved = {p: bounds[p] for p, found in opened.items() if found.next_offset is None}
         self._serve_stale(unsaved)
         restored = self._restore_checkpoints(unsaved)
@@ -433,20 +435,33 @@ class ConsumerLoop:
                 "%s was deleted and re-created (topic ID %s, was %s): rebuilding its state",
                 self.topic, seen, known,
             )  # fmt: skip
+            self._topic_id = seen or known  # rebuilt once, even if its ID cannot be read now
             self._rebuild_all()
         elif seen == MISSING and known:
             with self._shared.lock:
-                for partition in self._state.partitions.values():
-                    partition.caught_up = False  # served from the summaries topic, stale
+                for number, partition in self._state.partitions.items():
+                    if partition.caught_up:  # served from the summaries topic, stale
+                        partition.caught_up = False
+                        self._missing.add(number)
+        elif seen == known and self._missing:  # it was not gone after all (a failed look)
+            with self._shared.lock:
+                for number in self._missing:
+                    if number in self._state.partitions:
+                        self._state.partitions[number].caught_up = True
+            self._missing.clear()
 
     def _rebuild_all(self) -> None:
         """Drop every partition's state, publishing nothing, and take them again."""
         self._recreated = False
+        self._missing.clear()
         with self._shared.lock:
             held = sorted(self._state.partitions)
+        if not held:
+            return
         for partition in held:
             self._index.revoke(partition, None)
         self._drop(set(held))
+        self._watcher.other_log(held)  # its summaries name offsets of the deleted log
         assigned = [TopicPartition(self.topic, p) for p in held]
         try:
             self._consumer.incremental_unassign(assigned)
@@ -463,6 +478,7 @@ class ConsumerLoop:
             return
         self._index.identify(IndexedLog(identity.topic, identity.cluster_id, identity.topic_id))
         if self._topic_id and identity.topic_id != self._topic_id:
+            self._watcher.other_log(fresh)  # its summaries name offsets of the deleted log
             with self._shared.lock:
                 self._recreated = any(p not in fresh for p in self._state.partitions)
         self._topic_id = identity.topic_id

@@ -29,7 +29,7 @@ from tests.support.runindex import (
     read_one_run,
     wait_indexed,
 )
-from tests.support.summaries import bare
+from tests.support.summaries import bare, published
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
@@ -138,6 +138,10 @@ def test_a_running_aggregator_rebuilds_a_recreated_topic(settings: Settings) -> 
         )
         assert all(not_fresh(k) for k in old)
         assert all(full_scan(settings, k) == {} for k in old)
+        wait_for(
+            lambda: all(published(settings).get(k) is None for k in old),
+            "the deleted log's summaries tombstoned on the summaries topic",
+        )
         wait_indexed(settings, new, 150)
         assert read_one_run(settings, new).latest == full_scan(settings, new)
     assert "was deleted and re-created" in aggregator.stderr
