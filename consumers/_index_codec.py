@@ -3,7 +3,8 @@
 Both live in the index partition numbered like the results partition they describe. Keys:
 a run key's byte prefix (`run_id/benchmark_id/model/`, as results keys start) for its
 intervals, `MARKER_KEY` for the partition's "indexed through". Values are Avro single-object
-encoded (`C3 01`, fingerprint, body) under `run_index.v1.avsc`.
+encoded (`C3 01`, fingerprint, body) under `run_index.v2.avsc`, naming the exact results log
+(cluster ID, topic name and ID) the offsets are of: a v1 record names none and is never used.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "MARKER_KEY",
     "IndexRecord",
     "IndexRecordError",
+    "IndexedLog",
     "Intervals",
     "decode",
     "encode_intervals",
@@ -105,30 +107,41 @@ class Intervals:
 
 
 @dataclass(frozen=True)
+class IndexedLog:
+    """The exact results log index offsets are of: a re-created topic has a new topic ID."""
+
+    topic: str
+    cluster_id: str
+    topic_id: str
+
+
+@dataclass(frozen=True)
 class IndexRecord:
     """One decoded index value: a run's intervals, or a partition's "indexed through"."""
 
-    results_topic: str
+    log: IndexedLog
     partition: int
     intervals: Intervals | None = None
     through: int | None = None
 
 
-def encode_intervals(results_topic: str, partition: int, intervals: Intervals) -> bytes:
+def encode_intervals(log: IndexedLog, partition: int, intervals: Intervals) -> bytes:
     """A run's index entry."""
     body = {"starts": intervals.starts, "ends": intervals.ends}
-    return _encode(results_topic, partition, (_INTERVALS, body))
+    return _encode(log, partition, (_INTERVALS, body))
 
 
-def encode_marker(results_topic: str, partition: int, through: int) -> bytes:
+def encode_marker(log: IndexedLog, partition: int, through: int) -> bytes:
     """A partition's "indexed through" record."""
-    return _encode(results_topic, partition, (_MARKER, {"offset": through}))
+    return _encode(log, partition, (_MARKER, {"offset": through}))
 
 
 def decode(value: bytes) -> IndexRecord:
     """An index record; IndexRecordError if the bytes are not one of ours that holds together."""
     if not value.startswith(_PREFIX):
-        raise IndexRecordError("not a run index record of a known schema version")
+        raise IndexRecordError(
+            "not a run index record of a known schema version (v1 records name no topic ID)"
+        )
     try:
         datum: Any = fastavro.schemaless_reader(
             io.BytesIO(value[len(_PREFIX) :]), _SCHEMA.parsed, None, return_record_name=True
@@ -137,26 +150,29 @@ def decode(value: bytes) -> IndexRecord:
         raise IndexRecordError(f"undecodable run index record: {exc!r}") from exc
     if datum["format_version"] != FORMAT_VERSION:
         raise IndexRecordError(f"unknown run index format_version {datum['format_version']}")
-    topic, partition = datum["results_topic"], datum["partition"]
+    log = IndexedLog(datum["results_topic"], datum["cluster_id"], datum["topic_id"])
+    partition = datum["partition"]
     kind, body = datum["body"]
     if kind == _MARKER:
         if body["offset"] < 0:
             raise IndexRecordError(f"negative indexed-through offset {body['offset']}")
-        return IndexRecord(topic, partition, through=body["offset"])
+        return IndexRecord(log, partition, through=body["offset"])
     starts, ends = list(body["starts"]), list(body["ends"])
     ordered = all(s < e for s, e in zip(starts, ends, strict=False)) and all(
         e < s for e, s in zip(ends, starts[1:], strict=False)
     )
     if len(starts) != len(ends) or not ordered or (starts and starts[0] < 0):
         raise IndexRecordError("run index intervals are not sorted, disjoint and non-empty")
-    return IndexRecord(topic, partition, intervals=Intervals(starts, ends))
+    return IndexRecord(log, partition, intervals=Intervals(starts, ends))
 
 
-def _encode(results_topic: str, partition: int, body: tuple[str, dict[str, Any]]) -> bytes:
+def _encode(log: IndexedLog, partition: int, body: tuple[str, dict[str, Any]]) -> bytes:
     datum = {
         "format_version": FORMAT_VERSION,
-        "results_topic": results_topic,
+        "results_topic": log.topic,
         "partition": partition,
+        "cluster_id": log.cluster_id,
+        "topic_id": log.topic_id,
         "body": body,
     }
     out = io.BytesIO()

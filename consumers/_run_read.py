@@ -4,8 +4,10 @@ The index (see `_index_codec`) says which offset intervals of the partition hold
 records and below which offset every record is indexed. A reader then reads the run's
 intervals and the tail from "indexed through" to the high watermark. It is never needed
 for correctness: without a usable entry (no index topic, no entry, no "indexed through", a
-corrupt or foreign record) the whole partition is read, as before, and the reader says so
-once at INFO. Callers filter messages by key either way: intervals may be coarse.
+corrupt or foreign record, one of another topic ID: see `_index_check`) the whole partition
+is read, as before, and the reader says so once at INFO; a guided read that meets a record
+proving the entry wrong goes on with the whole partition. Callers filter messages by key
+either way: intervals may be coarse.
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from resultlog.consumers._index_codec import MARKER_KEY, IndexRecord, IndexRecordError, decode
+from resultlog.consumers._index_check import (
+    Entry,
+    checked_entry,
+    checked_marker,
+    guarded,
+    results_log,
+)
+from resultlog.consumers._index_codec import MARKER_KEY, IndexedLog
 from resultlog.consumers._scan import scan, scan_ranges, watermark_offsets
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
@@ -62,17 +71,22 @@ def read_run(kafka: KafkaConnection, run_key: RunKey, timeout_s: float) -> Itera
         if high <= low:
             yield RunRead(partition, high, iter(()), guided=True)
             return
-        ranges = index_ranges(
+        found = index_ranges(
             kafka, consumer, run_key, partition, bounds=(low, high), timeout_s=timeout_s
         )
-        if isinstance(ranges, str):
-            log.info("reading all of %s[%d] for %s: %s", topic, partition, run_key, ranges)
+
+        def whole(why: str) -> Iterator[Message]:
+            log.info("reading all of %s[%d] for %s: %s", topic, partition, run_key, why)
             _, messages = scan(consumer, topic, [partition], timeout_s)
-            yield RunRead(partition, high, messages, guided=False)
+            return (m for m in messages if (m.offset() or 0) < high)
+
+        if isinstance(found, str):
+            yield RunRead(partition, high, whole(found), guided=False)
         else:
-            yield RunRead(
-                partition, high, scan_ranges(consumer, topic, partition, ranges, timeout_s), True
-            )
+            entry, ranges = found
+            messages = scan_ranges(consumer, topic, partition, ranges, timeout_s)
+            prefix = run_key_prefix(run_key)
+            yield RunRead(partition, high, guarded(messages, prefix, entry, ranges, whole), True)
     finally:
         consumer.close()
 
@@ -85,65 +99,56 @@ def index_ranges(
     *,
     bounds: tuple[int, int],
     timeout_s: float,
-) -> list[tuple[int, int]] | str:
-    """The offset ranges of the partition to read for the run key, or why the index cannot
-    say (then read everything). `bounds`: the partition's low and high watermarks."""
-    found = _index_entry(kafka, consumer, run_key_prefix(run_key), partition, timeout_s)
-    if isinstance(found, str):
-        return found
-    entry, through = found
+) -> tuple[Entry, list[tuple[int, int]]] | str:
+    """The run's checked index entry and the offset ranges of the partition to read for it,
+    or why the index cannot say (then read everything). `bounds`: the partition's low and
+    high watermarks."""
+    expected = results_log(kafka, timeout_s)
+    if isinstance(expected, str):
+        return expected
     low, high = bounds
-    if through > high:
-        return f"the index says indexed through {through}, past the end ({high})"
-    ranges = [(max(s, low), min(e, through)) for s, e in entry if min(e, through) > max(s, low)]
-    ranges.append((max(through, low), high))
-    return _merged([r for r in ranges if r[1] > r[0]])
-
-
-def _index_entry(
-    kafka: KafkaConnection, consumer: Consumer, prefix: bytes, partition: int, timeout_s: float
-) -> tuple[list[tuple[int, int]], int] | str:
-    """The run's intervals and the partition's "indexed through", or why there are none."""
-    found = index_partition(kafka, consumer, partition, timeout_s)
+    found = index_partition(kafka, consumer, partition, timeout_s, expected=expected, high=high)
     if isinstance(found, str):
         return found
     entries, through = found
-    entry = entries.get(prefix)
-    if entry is None:
+    value = entries.get(run_key_prefix(run_key))
+    if value is None:
         return "no run index entry"
-    record = _ours(kafka, entry, partition, "run index entry")
-    if isinstance(record, str):
-        return record
-    if record.intervals is None:
-        return "a run index entry of the wrong kind"
-    return record.intervals.pairs(), through
-
-
-def _ours(kafka: KafkaConnection, value: bytes, partition: int, what: str) -> IndexRecord | str:
-    """An index record about this results partition, or why it is not one."""
-    try:
-        record = decode(value)
-    except IndexRecordError as exc:
-        return f"unusable {what}: {exc}"
-    if (record.results_topic, record.partition) != (kafka.results_topic, partition):
-        return f"a {what} of {record.results_topic}[{record.partition}]"
-    return record
+    entry = checked_entry(value, expected, partition, high, through)
+    if isinstance(entry, str):
+        return entry
+    return entry, _merged(entry.ranges(low, high))
 
 
 def index_partition(
-    kafka: KafkaConnection, consumer: Consumer, partition: int, timeout_s: float
+    kafka: KafkaConnection,
+    consumer: Consumer,
+    partition: int,
+    timeout_s: float,
+    *,
+    expected: IndexedLog | None = None,
+    high: int | None = None,
 ) -> tuple[dict[bytes, bytes], int] | str:
-    """The raw entries of one index partition by run prefix, and its "indexed through"; or
-    why the index cannot say."""
+    """The raw entries of one index partition by run prefix, and its checked "indexed
+    through"; or why the index cannot say. `expected`: the results log read (asked if None);
+    `high`: the results partition's high watermark (asked if None)."""
     topic = kafka.index_topic
     entries: dict[bytes, bytes] = {}
     marker: bytes | None = None
+    if expected is None:
+        found = results_log(kafka, timeout_s)
+        if isinstance(found, str):
+            return found
+        expected = found
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None or not metadata.partitions:
             return f"no run index topic {topic}"
         if partition >= len(metadata.partitions):
             return f"the run index {topic} has {len(metadata.partitions)} partitions"
+        if high is None:
+            results = TopicPartition(kafka.results_topic, partition)
+            high = watermark_offsets(consumer, results, timeout_s)[1]
         _, messages = scan(consumer, topic, [partition], timeout_s)
         for message in messages:
             key, value = message.key(), message.value()
@@ -157,12 +162,8 @@ def index_partition(
         return f"cannot read the run index: {exc.args[0]}"
     if marker is None:
         return "no indexed-through offset in the run index"
-    record = _ours(kafka, marker, partition, "indexed-through record")
-    if isinstance(record, str):
-        return record
-    if record.through is None:
-        return "an indexed-through record of the wrong kind"
-    return entries, record.through
+    through = checked_marker(marker, expected, partition, high)
+    return through if isinstance(through, str) else (entries, through)
 
 
 def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

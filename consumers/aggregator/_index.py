@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 
 from resultlog.consumers._index_codec import (
     MARKER_KEY,
+    IndexedLog,
     IndexRecordError,
     Intervals,
     decode,
@@ -62,6 +63,7 @@ class _Partition:
     complete: bool  # the intervals hold every record below the read position
     runs: dict[bytes, Intervals] = field(default_factory=dict)
     dirty: set[bytes] = field(default_factory=set)
+    foreign: set[bytes] = field(default_factory=set)  # another log's entries: tombstoned
     batch: _Batch | None = None
     marked: int = -1  # the last "indexed through" produced
 
@@ -80,16 +82,28 @@ class RunIndexWriter:
         self._next_check = 0.0
         self._next_publish = 0.0
         self._warned = False
+        self._log: IndexedLog | None = None  # unknown: nothing published
         self._check_topic()
+
+    def identify(self, log_id: IndexedLog | None) -> None:
+        """The exact results log read now (None: unknown); entries of another are not used."""
+        self._log = log_id
+
+    def forget(self) -> None:
+        """Drop every partition, publishing nothing (the results topic was re-created)."""
+        self._parts.clear()
 
     def assign(self, partition: int, low: int, start: int) -> None:
         """Take a partition the aggregator reads from `start`: restore its intervals and
         complete them below `start` (low: the partition's low watermark). Without a usable
         index topic nothing is read and nothing will be published for it."""
         state = self._parts[partition] = _Partition(complete=self._usable or start <= low)
-        if start <= low or not self._usable:
+        if not self._usable:
             return
         covered = self._restore(partition, state, low)
+        if start <= low:
+            state.runs, state.marked = {}, -1  # nothing below `start` is in the log now
+            return
         if start > covered:
             self._backfill(partition, state, covered, start)
             state.dirty = set(state.runs)
@@ -144,6 +158,10 @@ class RunIndexWriter:
         self._producer.flush(_FLUSH_S)
 
     def _start_batch(self, partition: int, state: _Partition, position: int) -> None:
+        if self._log is None:
+            return
+        state.dirty |= state.foreign - set(state.runs)
+        state.foreign = set()
         if not state.dirty:
             if position > state.marked:
                 self._mark(partition, state, position)
@@ -159,7 +177,8 @@ class RunIndexWriter:
                 self._warn(f"writing the run index failed: {error.str()}")
 
         for prefix in batch.prefixes:
-            value = encode_intervals(self._results_topic, partition, state.runs[prefix])
+            intervals = state.runs.get(prefix)
+            value = None if intervals is None else encode_intervals(self._log, partition, intervals)
             self._produce(partition, prefix, value, delivered)
 
     def _settle(self, partition: int, state: _Partition) -> None:
@@ -174,8 +193,9 @@ class RunIndexWriter:
         self._mark(partition, state, batch.through)
 
     def _mark(self, partition: int, state: _Partition, through: int) -> None:
-        self._produce(partition, MARKER_KEY, encode_marker(self._results_topic, partition, through))
-        state.marked = through
+        if self._log is not None:
+            self._produce(partition, MARKER_KEY, encode_marker(self._log, partition, through))
+            state.marked = through
 
     def _publish_now(self, partition: int, state: _Partition, position: int) -> None:
         """Entries then marker, waiting for each (a revocation: the next owner reads them)."""
@@ -191,7 +211,7 @@ class RunIndexWriter:
             self._producer.flush(_FLUSH_S)
 
     def _produce(
-        self, partition: int, key: bytes, value: bytes, on_delivery: _Delivered | None = None
+        self, partition: int, key: bytes, value: bytes | None, on_delivery: _Delivered | None = None
     ) -> None:
         try:
             produce(
@@ -203,7 +223,9 @@ class RunIndexWriter:
             self._warn(f"cannot queue a run index record: {exc}")
 
     def _restore(self, partition: int, state: _Partition, low: int) -> int:
-        """Read the partition's entries back; return the offset they are complete below."""
+        """Read the partition's entries back; return the offset they are complete below.
+        Entries of another log (a topic deleted since) are to be tombstoned; if the marker is
+        one of them, the whole index of the partition is rewritten from `low`."""
         runs: dict[bytes, Intervals] = {}
         through: int | None = None
         consumer = self._kafka.reader()
@@ -213,13 +235,14 @@ class RunIndexWriter:
                 key, value = message.key(), message.value()
                 if key is None:
                     continue
+                runs.pop(key, None)
+                state.foreign.discard(key)
                 if value is None:
-                    runs.pop(key, None)
                     continue
                 record = decode(value)
-                if (record.results_topic, record.partition) != (self._results_topic, partition):
-                    raise IndexRecordError(f"a record of {record.results_topic}")
-                if key == MARKER_KEY:
+                if (record.log, record.partition) != (self._log, partition):
+                    state.foreign.add(key)
+                elif key == MARKER_KEY:
                     through = record.through
                 elif record.intervals is not None:
                     runs[key] = record.intervals
@@ -228,7 +251,11 @@ class RunIndexWriter:
             return low
         finally:
             consumer.close()
+        state.foreign.discard(MARKER_KEY)  # the next marker replaces it
         if through is None:
+            if state.foreign:
+                log.info("rewriting the run index of partition %d: of another log", partition)
+            state.foreign |= set(runs)
             return low
         state.runs = runs
         state.marked = through

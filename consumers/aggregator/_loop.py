@@ -19,10 +19,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from resultlog.consumers._index_codec import IndexedLog
 from resultlog.consumers._ingest import Ingested, Ingestor
 from resultlog.consumers.aggregator._index import RunIndexWriter
 from resultlog.consumers.aggregator._kafka import watermarks
-from resultlog.consumers.aggregator._layout import LayoutWatch, check_layout
+from resultlog.consumers.aggregator._layout import MISSING, LayoutWatch, check_layout
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
@@ -74,6 +75,9 @@ class ConsumerLoop:
         self._error_logged: dict[int, float] = {}
         self._kafka = kafka
         self._layout = LayoutWatch(kafka, [self.topic, kafka.summaries_topic])
+        self._topic_id: str | None = None  # the ID of the results topic the state folds
+        self._recreated = False  # a rebalance found another topic ID: rebuild everything
+        self._missing: set[int] = set()  # partitions served stale while the topic is missing
         try:
             results = kafka.partition_count(self.topic, consumer)
             kafka.partition_count(kafka.summaries_topic, consumer)
@@ -127,6 +131,7 @@ class ConsumerLoop:
                     next_tick = time.monotonic() + self.publish_interval_s
                 if self._layout.failure is not None:
                     raise self._layout.failure
+                self._watch_topic_id()
             self._tick()
             self._close()
         except BaseException as exc:
@@ -385,6 +390,8 @@ class ConsumerLoop:
             check_layout(self._kafka, consumer, [self.topic, self._kafka.summaries_topic])
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
         opened = self._stores.open(bounds)
+        if fresh:
+            self._identified(fresh)
         unsaved = {p: bounds[p] for p, found in opened.items() if found.next_offset is None}
         self._serve_stale(unsaved)
         restored = self._restore_checkpoints(unsaved)
@@ -418,6 +425,63 @@ class ConsumerLoop:
         starts.update({p: OFFSET_BEGINNING for p in rebuilt})
         consumer.incremental_assign([TopicPartition(self.topic, p, o) for p, o in starts.items()])
         self._watcher.assign(fresh)
+
+    def _watch_topic_id(self) -> None:
+        """Rebuild everything once the results topic has another ID (deleted and re-created:
+        another log); while it is missing, serve what is held marked stale."""
+        seen, known = self._layout.seen_id, self._topic_id
+        if self._recreated or (seen and known and seen != known):
+            log.warning(
+                "%s was deleted and re-created (topic ID %s, was %s): rebuilding its state",
+                self.topic, seen, known,
+            )  # fmt: skip
+            self._topic_id = seen or known  # rebuilt once, even if its ID cannot be read now
+            self._rebuild_all()
+        elif seen == MISSING and known:
+            with self._shared.lock:
+                for number, partition in self._state.partitions.items():
+                    if partition.caught_up:  # served from the summaries topic, stale
+                        partition.caught_up = False
+                        self._missing.add(number)
+        elif seen == known and self._missing:  # it was not gone after all (a failed look)
+            with self._shared.lock:
+                for number in self._missing:
+                    if number in self._state.partitions:
+                        self._state.partitions[number].caught_up = True
+            self._missing.clear()
+
+    def _rebuild_all(self) -> None:
+        """Drop every partition's state, publishing nothing, and take them again."""
+        self._recreated = False
+        self._missing.clear()
+        with self._shared.lock:
+            held = sorted(self._state.partitions)
+        if not held:
+            return
+        for partition in held:
+            self._index.revoke(partition, None)
+        self._drop(set(held))
+        self._watcher.other_log(held)  # its summaries name offsets of the deleted log
+        assigned = [TopicPartition(self.topic, p) for p in held]
+        try:
+            self._consumer.incremental_unassign(assigned)
+        except KafkaException as exc:
+            raise ConsumerError(f"cannot rebuild {self.topic}: {exc.args[0]}") from exc
+        self._on_assign(self._consumer, assigned)
+
+    def _identified(self, fresh: list[int]) -> None:
+        """Note the results topic's ID the newly assigned partitions fold; partitions held
+        from before of another ID are rebuilt next."""
+        identity = self._stores.identity
+        if identity is None:
+            self._index.identify(None)
+            return
+        self._index.identify(IndexedLog(identity.topic, identity.cluster_id, identity.topic_id))
+        if self._topic_id and identity.topic_id != self._topic_id:
+            self._watcher.other_log(fresh)  # its summaries name offsets of the deleted log
+            with self._shared.lock:
+                self._recreated = any(p not in fresh for p in self._state.partitions)
+        self._topic_id = identity.topic_id
 
     def _serve_stale(self, unsaved: dict[int, tuple[int, int | None]]) -> None:
         """Before restoring partitions without saved state: read their summaries from the

@@ -67,6 +67,10 @@ class SummaryWatcher:
         self._codec: Codec = kafka.codec
         self._consumer: Consumer = kafka.reader()
         self._pending: dict[int, dict[RunKey, Observed]] = {}
+        # Per partition of a results topic re-created since: the summaries offset below which
+        # values are of the deleted log (their offsets mean nothing now), and their run keys.
+        self._before: dict[int, int] = {}
+        self._old: dict[int, set[RunKey]] = {}
 
     def assign(self, partitions: list[int]) -> None:
         """Read these partitions from their beginning."""
@@ -84,8 +88,24 @@ class SummaryWatcher:
                 [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in fresh]
             )
 
+    def other_log(self, partitions: list[int]) -> None:
+        """The results topic was re-created: what these (revoked) partitions hold up to now is
+        of the deleted log, compared once caught up however far its offsets go."""
+        for partition in partitions:
+            try:
+                self._before[partition] = watermark_offsets(
+                    self._consumer, self._tp(partition), 5.0
+                )[1]
+            except KafkaException as exc:  # then those wait for the offsets they name
+                log.debug("cannot read %s's ends: %s", self.topic, exc)
+                continue
+            self._old[partition] = set()
+
     def revoke(self, partitions: set[int]) -> None:
         """Stop reading these partitions and forget what was seen there."""
+        for partition in partitions:
+            self._before.pop(partition, None)
+            self._old.pop(partition, None)
         gone = [p for p in partitions if self._pending.pop(p, None) is not None]
         if gone:
             self._consumer.incremental_unassign([TopicPartition(self.topic, p) for p in gone])
@@ -112,6 +132,12 @@ class SummaryWatcher:
             except DecodeError:
                 continue  # not a run's summary: nothing of ours to compare it with
             pending[run_key] = self._observe(message.value())
+            old = self._old.get(partition if partition is not None else -1)
+            if old is not None:
+                if (message.offset() or 0) < self._before[partition or 0]:
+                    old.add(run_key)
+                else:
+                    old.discard(run_key)
 
     def catch_up(self, partitions: list[int], timeout_s: float) -> None:
         """Read these partitions to their current end (for at most `timeout_s`): what is
@@ -141,8 +167,9 @@ class SummaryWatcher:
             partition = state.partitions.get(number)
             if partition is None or not partition.caught_up or not pending:
                 continue
+            old = self._old.get(number, set())
             for run_key, observed in list(pending.items()):
-                if _ahead(observed, number, partition.position):
+                if run_key not in old and _ahead(observed, number, partition.position):
                     continue  # compare once this instance has read as far
                 del pending[run_key]
                 ours = partition.summary(run_key, now)

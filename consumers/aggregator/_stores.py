@@ -86,6 +86,7 @@ class Stores:
             cluster_id, topic_id = self._kafka.topic_identity(topic)
         except KafkaClientError as exc:
             log.warning("cannot tell which log %s is (%s): its state is rebuilt", topic, exc)
+            self.identity = None
             return None
         self.identity = LogIdentity(cluster_id, topic, topic_id, self._partitions)
         return self.identity

@@ -27,6 +27,7 @@ from resultlog.broker._processes import (
     free_ports,
     is_kafka_process,
     port_is_free,
+    tied,
     wait_exit,
     wait_ports_free,
 )
@@ -73,6 +74,7 @@ class LocalKafka:
         client_auth: bool = False,
         authorizer: bool = False,
         admin: str | None = None,
+        tied: bool = False,
     ) -> str:
         """Start the cluster unless it already runs; wait until it serves; return bootstrap.
 
@@ -83,7 +85,8 @@ class LocalKafka:
         certificate of that CA (see `issue_certificate`). `authorizer`: Kafka's
         StandardAuthorizer, whose super user `admin` defaults to the one SASL user, else to
         `admin` (a certificate principal, whose certificate is issued at creation). These
-        options are fixed when the cluster is created.
+        options are fixed when the cluster is created. `tied`: the nodes started now get
+        SIGTERM when this process dies, however it dies (`resultlog up`'s broker).
         """
         java = find_java()
         users = checked_users(sasl_users)
@@ -99,7 +102,7 @@ class LocalKafka:
             scram = scram_arguments(users, state.internal_secret if state.sasl else None)
             for node in state.nodes:
                 if self._running_pid(node) is None:
-                    self._start_node(java, libs, state, node, scram, tls=tls_files)
+                    self._start_node(java, libs, state, node, scram, tls=tls_files, tie=tied)
             self._wait_ready(state, timeout)
         if existed and users:
             self._upsert_users(state, users)
@@ -227,7 +230,9 @@ class LocalKafka:
         ports = free_ports(2 * brokers)
         ports[0] = 9092 if port is None else port or ports[0]
         if not port_is_free(ports[0]):
-            raise BrokerError(f"port {ports[0]} on 127.0.0.1 is already in use")
+            raise BrokerError(
+                f"port {ports[0]} on 127.0.0.1 is already in use (--port 0 picks a free one)"
+            )
         nodes = [Node(i + 1, ports[2 * i], ports[2 * i + 1]) for i in range(brokers)]
         state = ClusterState(
             cluster_id=new_cluster_id(),
@@ -291,6 +296,7 @@ class LocalKafka:
         scram: list[str],
         *,
         tls: TlsFiles | None,
+        tie: bool = False,
     ) -> None:
         for port in (node.port, node.controller_port):
             if not port_is_free(port):
@@ -305,8 +311,9 @@ class LocalKafka:
         if not (node_dir / "data" / "meta.properties").exists():
             self._format_storage(java, classpath, state, properties, scram)
         console = (node_dir / "console.log").open("ab")
+        command = [java, *HEAP, *classpath, "kafka.Kafka", str(properties)]
         process = subprocess.Popen(
-            [java, *HEAP, *classpath, "kafka.Kafka", str(properties)],
+            tied(command) if tie else command,
             stdin=subprocess.DEVNULL,
             stdout=console,
             stderr=subprocess.STDOUT,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -14,9 +15,29 @@ __all__ = [
     "is_kafka_process",
     "port_is_free",
     "reap",
+    "tied",
     "wait_exit",
     "wait_ports_free",
 ]
+
+
+# Run before the command: SIGTERM to it when its parent dies (Linux), then exec it. A step
+# of its own, not a preexec_fn: forking a process with threads must not run Python in between.
+_TIE = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"  # PR_SET_PDEATHSIG
+    "except (OSError, AttributeError):\n"
+    "    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(143)\n"  # the parent died before the tie held
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def tied(command: list[str]) -> list[str]:
+    """`command` such that it gets SIGTERM when this process dies, however it dies."""
+    return [sys.executable, "-c", _TIE, str(os.getpid()), *command]
 
 
 def is_kafka_process(pid: int) -> bool:

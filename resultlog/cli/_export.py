@@ -34,7 +34,13 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--all", action="store_true", help="every run (narrowed by any run key option given)"
     )
     export.add_argument("--format", required=True, choices=_FORMATS, help="the file's format")
-    export.add_argument("--out", required=True, type=Path, help="the file to write (replaced)")
+    export.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="a regular file (replaced atomically), a FIFO or character device (written "
+        "straight), - (standard output); a symlink is written through, never replaced",
+    )
     export.add_argument(
         "--table",
         choices=_TABLES,
@@ -48,7 +54,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    """Read the runs named, write their table to --out atomically, say what was written."""
+    """Read the runs named, write their table to --out, say what was written."""
     try:
         from resultlog import analysis
     except ImportError as exc:

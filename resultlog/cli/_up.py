@@ -24,6 +24,12 @@ from resultlog.topics import ensure_topics
 __all__ = ["register"]
 
 _LOCK = "up.json"
+_STATE = "aggregator-state"  # the stack's own aggregator state, under its --dir
+# Every signal whose default action ends the process (SIGKILL and SIGSTOP cannot be caught).
+_STOP_SIGNALS = (
+    signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+    signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF, signal.SIGXCPU, signal.SIGXFSZ,
+)  # fmt: skip
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -48,7 +54,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--dir",
         type=Path,
         default=None,
-        help=f"the broker's data directory (default: {default_kafka_dir()})",
+        help=f"the stack's directory: the broker's data and the aggregator's state "
+        f"(default: {default_kafka_dir()})",
     )
     parser.add_argument(
         "--port",
@@ -63,60 +70,119 @@ def up_command(args: argparse.Namespace) -> int:
     """Run broker, topics, aggregator and page until a signal; stop what was started here."""
     directory = (args.dir or default_kafka_dir()).resolve()
     host, port = args.http
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # stops the start-up cleanly too
+    # Any signal that would end the process unwinds as Ctrl-C does, stopping what started.
+    previous = {signum: signal.signal(signum, _interrupt) for signum in _STOP_SIGNALS}
     try:
-        with _only_one(directory) as lock:
+        with _only_one(directory) as (lock, before):
             configured = os.environ.get("RESULTLOG_BOOTSTRAP_SERVERS")
             broker = None if configured else LocalKafka(directory)
-            started = broker is not None and not broker.running()
+            started = broker is not None and _ours_to_stop(broker, before)
+            _note(lock, {"started_broker": started})  # before it starts: a kill may follow
             try:
-                bootstrap = broker.up(port=args.port) if broker else str(configured)
+                bootstrap = broker.up(port=args.port, tied=True) if broker else str(configured)
                 settings = Settings() if configured else Settings(bootstrap_servers=bootstrap)
                 with KafkaConnection(settings) as kafka:
                     kafka.check_connection()
                     ensure_topics(kafka)
 
                     def announce(url: str) -> None:
-                        _announce(lock, bootstrap, url)
+                        _announce(lock, bootstrap, url, started)
 
-                    return serve_aggregator(kafka, host, port, announce=announce)
+                    state_dir = None
+                    if settings.aggregator_state_dir is None:  # one state per stack
+                        state_dir = directory / _STATE
+                    return serve_aggregator(
+                        kafka, host, port, state_dir=state_dir, announce=announce
+                    )
             finally:
                 if started and broker:
                     broker.down()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _announce(lock: IO[str], bootstrap: str, url: str) -> None:
+def _ours_to_stop(broker: LocalKafka, before: dict[str, Any]) -> bool:
+    """Whether this `up` stops the broker at the end: one it starts, or one an earlier `up`
+    of the directory started and left running when it died (adopted, and said so)."""
+    if not broker.running():
+        return True
+    if before.get("started_broker"):
+        print(
+            f"resultlog up: adopting the broker an earlier up (pid {before.get('pid', '?')}) "
+            f"left running in {broker.directory}; it stops with this stack",
+            file=sys.stderr,
+        )
+        return True
+    print(
+        f"resultlog up: using the broker already running in {broker.directory}; "
+        "it keeps running after this stack (`resultlog kafka down` stops it)",
+        file=sys.stderr,
+    )
+    return False
+
+
+def _note(lock: IO[str], fields: dict[str, Any]) -> None:
+    """Add `fields` to the lock file's record."""
+    lock.seek(0)
+    try:
+        record = json.loads(lock.read() or "{}")
+    except ValueError:
+        record = {}
+    lock.seek(0)
+    lock.truncate()
+    lock.write(json.dumps({**record, **fields}))
+    lock.flush()
+
+
+def _announce(lock: IO[str], bootstrap: str, url: str, started: bool) -> None:
     """Print the two lines a user needs; record them for a second `up` to point at."""
     print(f"export RESULTLOG_BOOTSTRAP_SERVERS={bootstrap}")
     print(f"runs page: {url}/", flush=True)
     print("resultlog up: broker, topics, aggregator running; Ctrl-C stops them", file=sys.stderr)
-    lock.seek(0)
-    lock.truncate()
-    lock.write(json.dumps({"pid": os.getpid(), "bootstrap": bootstrap, "url": f"{url}/"}))
-    lock.flush()
+    record = {"pid": os.getpid(), "bootstrap": bootstrap, "url": f"{url}/"}
+    _note(lock, {**record, "started_broker": started})
 
 
 @contextlib.contextmanager
-def _only_one(directory: Path) -> Iterator[IO[str]]:
-    """Hold the directory's `up` lock; a second `up` on it says where the first one is."""
+def _only_one(directory: Path) -> Iterator[tuple[IO[str], dict[str, Any]]]:
+    """Hold the directory's `up` lock, yielding it and what the last holder recorded there
+    (a holder killed leaves its record); a second `up` on it says where the first one is.
+    The lock file is removed at the end."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / _LOCK
-    with path.open("a+") as lock:
+    while True:
+        lock = path.open("a+")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            lock.close()
             raise CliError(_already_running(path)) from None
+        if _same_file(lock, path):
+            break
+        lock.close()  # removed by the holder that just ended: lock the new one
+    try:
+        lock.seek(0)
         try:
-            lock.seek(0)
-            lock.truncate()
-            lock.write(json.dumps({"pid": os.getpid()}))
-            lock.flush()
-            yield lock
-        finally:
-            lock.seek(0)
-            lock.truncate()
+            before = json.loads(lock.read() or "{}")
+        except ValueError:
+            before = {}
+        lock.seek(0)
+        lock.truncate()
+        lock.write(json.dumps({"pid": os.getpid()}))
+        lock.flush()
+        yield lock, before if isinstance(before, dict) else {}
+    finally:
+        path.unlink(missing_ok=True)  # before the lock is released: see _same_file
+        lock.close()
+
+
+def _same_file(lock: IO[str], path: Path) -> bool:
+    """Whether the locked file is still the one at `path` (not removed by its last holder)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def _already_running(path: Path) -> str:
@@ -132,5 +198,5 @@ def _already_running(path: Path) -> str:
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM before the page serves: unwind as Ctrl-C does, stopping what started."""
+    """A signal before the page serves (or one it does not handle): unwind as Ctrl-C does."""
     raise KeyboardInterrupt

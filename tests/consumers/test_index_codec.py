@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from resultlog.consumers._index_codec import (
     GAP,
     MAX_INTERVALS,
+    IndexedLog,
     IndexRecordError,
     Intervals,
     decode,
@@ -21,6 +22,7 @@ from resultlog.consumers._index_codec import (
 from resultlog.consumers._run_read import READ_GAP, _merged
 
 offsets = st.lists(st.integers(min_value=0, max_value=10**7), max_size=600)
+LOG = IndexedLog("results", "cluster-1", "topic-id-1")
 
 
 @given(offsets)
@@ -48,14 +50,14 @@ def test_entries_round_trip(added: list[int]) -> None:
     intervals = Intervals()
     for offset in added:
         intervals.add(offset)
-    record = decode(encode_intervals("results", 2, intervals))
-    assert (record.results_topic, record.partition, record.through) == ("results", 2, None)
+    record = decode(encode_intervals(LOG, 2, intervals))
+    assert (record.log, record.partition, record.through) == (LOG, 2, None)
     assert record.intervals is not None and record.intervals.pairs() == intervals.pairs()
-    assert decode(encode_marker("results", 2, 77)).through == 77
+    assert decode(encode_marker(LOG, 2, 77)).through == 77
 
 
 @pytest.mark.parametrize(
-    "raw", [b"", b"\xc3\x01", b"\xc3\x01" + bytes(20), b"{}", encode_marker("t", 0, 5)[:-1]]
+    "raw", [b"", b"\xc3\x01", b"\xc3\x01" + bytes(20), b"{}", encode_marker(LOG, 0, 5)[:-1]]
 )
 def test_garbage_is_an_index_record_error(raw: bytes) -> None:
     with pytest.raises(IndexRecordError):
@@ -64,7 +66,7 @@ def test_garbage_is_an_index_record_error(raw: bytes) -> None:
 
 def test_unordered_intervals_are_refused() -> None:
     with pytest.raises(IndexRecordError, match="sorted"):
-        decode(encode_intervals("t", 0, Intervals([10, 5], [20, 8])))
+        decode(encode_intervals(LOG, 0, Intervals([10, 5], [20, 8])))
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from resultlog.consumers import RunFold
 from resultlog.consumers.aggregator.store import LogIdentity, Opened, open_store
+from resultlog.consumers.aggregator.store._files import OPEN_PATHS
 from resultlog.schemas import RunKey, SampleResult
 from tests.support.records import make_record
 from tests.support.strategies import extreme_records
@@ -80,6 +81,7 @@ def test_an_unflushed_tail_is_not_restored(tmp_path: Path) -> None:
     for record in records[1:]:
         fold.apply(record)  # never flushed: lost with the process
     opened.store._db.close()  # as a SIGKILL would leave it, without the pending writes
+    OPEN_PATHS.discard(opened.store.path)  # and with it the process that had it open
     again = _open(tmp_path, 4, 100)
     assert again.next_offset == 1
     first = RunFold(RUNS[0])

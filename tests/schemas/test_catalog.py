@@ -29,6 +29,7 @@ def test_shipped_catalog_is_parsed_once() -> None:
         (CHUNK_TASK, 1),
         (CHUNK_TASK, 2),
         (RUN_INDEX, 1),
+        (RUN_INDEX, 2),
         (RUN_SUMMARY, 1),
         (RUN_SUMMARY, 2),
         (SAMPLE_RESULT, 1),

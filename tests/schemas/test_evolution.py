@@ -83,6 +83,10 @@ RELEASED = {
         "953b18ab36268f2c",
         "345645b0319de794c80d153213e96de2dd0f85151846046b0e5fc03f60975536",
     ),
+    (RUN_INDEX, 2): (
+        "df922b9fd5b6dcb1",
+        "0a2b0edb68707ea532c9e4e4871d11c72d59f13a938a3f5be5a0cc6294ae73af",
+    ),
 }
 
 

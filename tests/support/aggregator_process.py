@@ -43,13 +43,14 @@ class AggregatorProcess:
         """Wait until it serves, not stale, what replay says of each run."""
         want = {k: expected(settings, k) for k in runs}
         assert all(w["records"] > 0 for w in want.values())
-        wait_for(lambda: {k: self._served(k) for k in runs} == want, "replay's summaries")
+        wait_for(lambda: {k: self.served(k) for k in runs} == want, "replay's summaries")
 
     def warnings(self, reason: str, of: str = "") -> int:
         """How many WARNING lines ignored saved state (`of`: "checkpoint", ...) for `reason`."""
         return len(re.findall(rf"WARNING.*ignoring the {of}.*\({reason}\)", self.stderr))
 
-    def _served(self, run_key: RunKey) -> object:
+    def served(self, run_key: RunKey) -> object:
+        """The run's summary it serves, not stale, without as_of (None: none such)."""
         response = httpx.get(self.url + path(run_key), timeout=5)
         body = response.json()
         return bare(body) if response.status_code == 200 and "stale" not in body else None

@@ -17,13 +17,17 @@ from pathlib import Path
 from rocksdict import Rdict
 
 from resultlog.consumers.aggregator.store._codec import StoreFormatError
+from resultlog.consumers.aggregator.store._files import (
+    held_elsewhere,
+    remove_dead_scratch,
+    scratch_path,
+)
 from resultlog.consumers.aggregator.store._store import (
     DEFAULT_MEMORY,
     LogIdentity,
     PartitionStore,
     StoreMeta,
     db_options,
-    scratch_path,
 )
 from resultlog.consumers.fold import RunFold
 from resultlog.schemas import RunKey
@@ -32,6 +36,8 @@ __all__ = ["Opened", "Refused", "open_store", "partition_path"]
 
 log = logging.getLogger(__name__)
 _LOCK_WAIT_S = 5.0
+_FIRST_PAUSE_S = 0.1  # doubling while another process holds the store
+_MAX_PAUSE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -121,20 +127,26 @@ def _check(
 def _open(path: Path, partition: int, cache_keys: int, memory_bytes: int) -> PartitionStore:
     """Open (creating) the database; a private copy if another process holds it too long."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_scratch(path)
     deadline = time.monotonic() + _LOCK_WAIT_S
+    pause = _FIRST_PAUSE_S
     while True:
-        try:
-            db = Rdict(str(path), db_options(memory_bytes))
-            return PartitionStore(db, path, partition, cache_keys)
-        except Exception as exc:  # rocksdict raises plain Exceptions: a held lock among them
-            if "lock" not in str(exc).lower():
-                raise StoreFormatError(f"cannot open the state store {path}: {exc}") from exc
-            if time.monotonic() >= deadline:
-                private = scratch_path(path)
-                log.warning("%s is in use by another process; folding into %s", path, private)
-                store = PartitionStore(
-                    Rdict(str(private), db_options(memory_bytes)), private, partition, cache_keys
-                )
-                store.scratch = True
-                return store
-            time.sleep(0.1)
+        # Never open a database another process holds: RocksDB renames the holder's LOG
+        # (to LOG.old.*) before it finds the lock, once per try.
+        if not held_elsewhere(path):
+            try:
+                db = Rdict(str(path), db_options(memory_bytes))
+                return PartitionStore(db, path, partition, cache_keys)
+            except Exception as exc:  # rocksdict raises plain Exceptions: a held lock too
+                if "lock" not in str(exc).lower():
+                    raise StoreFormatError(f"cannot open the state store {path}: {exc}") from exc
+        if time.monotonic() >= deadline:
+            private = scratch_path(path)
+            log.warning("%s is in use by another process; folding into %s", path, private)
+            store = PartitionStore(
+                Rdict(str(private), db_options(memory_bytes)), private, partition, cache_keys
+            )
+            store.scratch = True
+            return store
+        time.sleep(pause)
+        pause = min(pause * 2, _MAX_PAUSE_S)

@@ -13,9 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,6 +44,7 @@ from resultlog.consumers.aggregator.store._codec import (
     run_prefix,
     totals_key,
 )
+from resultlog.consumers.aggregator.store._files import OPEN_PATHS
 from resultlog.consumers.aggregator.store._maps import LatestMap, SampleMap, StoreMap
 from resultlog.consumers.fold import Contribution, FoldState, RunFold
 from resultlog.schemas import RunKey
@@ -148,6 +147,7 @@ class PartitionStore:
         self._unsaved: dict[RunKey, RunFold] = {}
         self._flushes = 0
         self.scratch = False  # a private copy (the shared one was locked): removed on close
+        OPEN_PATHS.add(path)
         self.flushed_at = time.monotonic()
         self.covers: int | None = None  # the offset the meta on disk names
 
@@ -293,6 +293,7 @@ class PartitionStore:
     def close(self) -> None:
         """Release the database (a scratch copy is removed)."""
         self._db.close()
+        OPEN_PATHS.discard(self.path)
         if self.scratch:
             Rdict.destroy(str(self.path), db_options())
         for mapping in self._maps.values():
@@ -337,8 +338,3 @@ def _prefixed(it: RdictIter, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
             return
         yield key, it.value()
         it.next()
-
-
-def scratch_path(path: Path) -> Path:
-    """A private directory beside `path` for when `path` is locked by another process."""
-    return path.with_name(f"{path.name}.scratch-{os.getpid()}-{uuid.uuid4().hex[:8]}")
