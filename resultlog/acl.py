@@ -83,7 +83,8 @@ def role_acls(
     if role is Role.WORKER:
         # Writes results and reads them back to resume (guided by the run index); holds
         # leases on its run keys and keeps their budgets in the spend ledger; takes and
-        # commits work tasks, and dead-letters the ones that keep failing.
+        # commits work tasks, and dead-letters the ones that keep failing; `resultlog lm-eval`
+        # keeps its answered requests in the lm-eval answers topic and serves them on a rerun.
         return [
             topic(settings.results_topic, "WRITE"),
             topic(settings.results_topic, "READ"),
@@ -94,6 +95,8 @@ def role_acls(
             topic(settings.spend_topic, "READ"),
             topic(settings.work_topic, "READ"),
             topic(settings.work_dlq_topic, "WRITE"),
+            topic(settings.lm_eval_answers_topic, "WRITE"),
+            topic(settings.lm_eval_answers_topic, "READ"),
             consumer_group(group or settings.work_group),
             readers,
             *configs(
@@ -101,6 +104,7 @@ def role_acls(
                 settings.index_topic,
                 settings.leases_topic,
                 settings.spend_topic,
+                settings.lm_eval_answers_topic,
             ),
         ]
     if role is Role.AGGREGATOR:

@@ -25,6 +25,7 @@ SETTINGS = Settings(
     work_topic="w",
     work_dlq_topic="wd",
     work_group="workers",
+    lm_eval_answers_topic="a",
 )
 READERS = Acl("User:x", "group", READER_GROUP_PREFIX, "DESCRIBE", prefixed=True)
 
@@ -48,6 +49,9 @@ def test_a_worker_writes_and_reads_results_and_takes_work() -> None:
         ("topic", "sp", "DESCRIBE_CONFIGS"),
         ("topic", "w", "READ"),
         ("topic", "wd", "WRITE"),
+        ("topic", "a", "WRITE"),
+        ("topic", "a", "READ"),
+        ("topic", "a", "DESCRIBE_CONFIGS"),
         ("group", "workers", "READ"),
         ("topic", "r", "DESCRIBE_CONFIGS"),
         ("topic", "i", "DESCRIBE_CONFIGS"),
