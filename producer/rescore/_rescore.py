@@ -66,7 +66,7 @@ class RescoreResult:
     grader_failed: int  # pairs whose grader call failed (degraded in the new run)
     grader_calls: int  # model attempts of the grader in this session
     new_spend: float  # what the grader cost in this session (0 without a grader)
-    carried_spend: float  # the source's bill the rescored records carry unchanged
+    carried_spend: float  # the source's bill the new run's records carry unchanged
     unstarted: int = 0  # pairs the budget left unscored
     undecodable: int = 0  # source values that could not be decoded
 
@@ -157,7 +157,8 @@ class _Rescore:
         self.target, self.scorer, self.grader = target, scorer, grader
         self.store, self.policy, self.config = store, policy, config
         self.durable = RunFold(target)
-        self.skip: set[tuple[int, int]] = set()
+        self.skip: set[tuple[int, int]] = set()  # scored already: never asked again
+        self.present: set[tuple[int, int]] = set()  # any record, degraded copies too
         self.budget: Budget | None = None
         self.on_progress: Callable[[Progress], None] | None = None
         self.worker = WriterProcess(host=socket.gethostname(), pid=os.getpid())
@@ -185,6 +186,7 @@ class _Rescore:
             )
         for record in loaded.records:
             self.durable.offer(Contribution.of(record))
+            self.present.add((record.sample_index, record.epoch))
             if not record.degraded:
                 self.skip.add((record.sample_index, record.epoch))
 
@@ -207,7 +209,8 @@ class _Rescore:
     async def all(self, records: Sequence[SampleResult], limit: int) -> None:
         """Score the records not yet durable, `limit` at a time."""
         self.total = len(records)
-        pending = [r for r in records if (r.sample_index, r.epoch) not in self.skip]
+        self.carried = sum((Fraction(r.spent) for r in records if self._kept(r)), Fraction(0))
+        pending = [r for r in records if not self._done(r)]
         self.counts["skipped"] = self.total - len(pending)
         self._report()
         slots = asyncio.Semaphore(limit)
@@ -220,20 +223,34 @@ class _Rescore:
 
         try:
             async with asyncio.TaskGroup() as group:
-                for index, record in enumerate(pending):
+                for record in pending:
                     await slots.acquire()
-                    pair = (record.sample_index, record.epoch)
-                    if self._asks(record) and not await self._admitted(pair):
-                        self.unstarted = len(pending) - index
-                        slots.release()
-                        break
+                    if self._asks(record) and not await self._admitted(record):
+                        slots.release()  # spent: the grader is asked no more, copies go on
+                        self.unstarted += 1
+                        continue
                     group.create_task(one(record))
         except BaseExceptionGroup as failed:
             raise first_error(failed) from None
 
-    async def _admitted(self, pair: tuple[int, int]) -> bool:
-        """Whether the budget (if any) lets the grader be asked about the pair."""
-        return self.budget is None or await self.budget.admit(pair)
+    def _done(self, record: SampleResult) -> bool:
+        """Whether the new run holds the record's outcome already: scored, or a degraded
+        source record copied (a pair whose grader failed is not done)."""
+        pair = (record.sample_index, record.epoch)
+        return pair in self.skip or (record.degraded and pair in self.present)
+
+    @staticmethod
+    def _kept(record: SampleResult) -> bool:
+        """Whether the new run keeps the record (and the bill it carries)."""
+        return record.degraded or stored_answer(record) is not None
+
+    async def _admitted(self, record: SampleResult) -> bool:
+        """Whether the budget (if any, and not spent yet) lets the grader be asked."""
+        if self.budget is None:
+            return True
+        if self.unstarted:  # the budget said no once: it never says yes again
+            return False
+        return await self.budget.admit((record.sample_index, record.epoch))
 
     def _asks(self, record: SampleResult) -> bool:
         """Whether scoring the record asks the grader."""
@@ -281,7 +298,6 @@ class _Rescore:
             self.counts["failed"] += 1
             return self._copy(record, score=None, error=failed, **bill)
         self.counts["rescored"] += 1
-        self.carried += Fraction(record.spent)
         return self._copy(record, score=score, **bill)
 
     def _copy(

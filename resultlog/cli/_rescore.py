@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from resultlog._argtypes import bounded
 from resultlog.cli._args import add_run_key, positive_int, run_key_of, run_key_part
 
 if TYPE_CHECKING:
@@ -46,9 +47,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     rescore.add_argument(
         "--budget-usd",
-        type=float,
+        type=bounded("budget", float, 0.0, 1e6),
         default=None,
-        help="stop asking the grader once its spend on the new run would pass this",
+        help="stop asking the grader once its spend on the new run would pass this many USD",
     )
     rescore.add_argument(
         "--concurrency",

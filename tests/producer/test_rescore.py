@@ -14,7 +14,7 @@ from resultlog.kafka import KafkaConnection
 from resultlog.producer import ModelClient
 from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.errors import PersistenceError
-from resultlog.producer.offline import ModelServer
+from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.producer.rescore import (
     Grader,
     RescoreError,
@@ -49,6 +49,7 @@ async def _rescore(
     *,
     grader: Grader | None = None,
     max_concurrency: int = 8,
+    budget_usd: float | None = None,
 ) -> RescoreResult:
     with KafkaConnection(settings) as kafka:
         loaded = read_run_records(kafka, SOURCE)
@@ -60,6 +61,7 @@ async def _rescore(
         write_policy=FAST_WRITES,
         grader=grader,
         max_concurrency=max_concurrency,
+        budget_usd=budget_usd,
     )
 
 
@@ -103,9 +105,7 @@ async def test_a_rescore_keeps_answers_usage_and_bill_and_asks_no_model(
         degraded,
         0.0,
     )
-    assert result.carried_spend == pytest.approx(
-        sum(r.spent for r in source.values() if not r.degraded)
-    )
+    assert result.carried_spend == pytest.approx(sum(r.spent for r in source.values()))
     with KafkaConnection(settings) as kafka:
         replayed = replay_run(kafka, result.summary.run_key)
     replayed_summary = replayed.summaries[result.summary.run_key]
@@ -126,8 +126,12 @@ async def test_the_run_s_own_scorer_again_gives_the_run_s_accuracy(
 
 
 async def test_a_second_rescore_skips_what_is_durable_and_writes_nothing(
-    settings: Settings, kafka_store: KafkaResultStore, model_client: ModelClient
+    settings: Settings,
+    kafka_store: KafkaResultStore,
+    model_client: ModelClient,
+    model_server: ModelServer,
 ) -> None:
+    model_server.override("arith-0002", 1, Behavior(status=500))  # one degraded pair
     await _source(kafka_store, model_client, samples=6)
     first = await _rescore(settings, kafka_store, "includes", "src-inc")
     target = first.summary.run_key
@@ -135,9 +139,11 @@ async def test_a_second_rescore_skips_what_is_durable_and_writes_nothing(
 
     again = await _rescore(settings, kafka_store, "includes", "src-inc")
 
-    assert again.skipped == first.rescored and again.rescored == 0
-    # Only the degraded copies are written again (nothing to skip them by): no scored record.
-    assert len(stored_records(settings, target)) == written + first.degraded
+    assert first.degraded >= 1
+    assert again.skipped == first.rescored + first.degraded
+    assert (again.rescored, again.degraded) == (0, 0)
+    assert len(stored_records(settings, target)) == written  # not one record written again
+    assert again.carried_spend == first.carried_spend
     assert again.summary == first.summary
     with pytest.raises(RescoreError, match="another configuration"):
         await _rescore(settings, kafka_store, "exact", "src-inc")
@@ -220,6 +226,30 @@ async def test_a_graded_rescore_asks_once_per_answer_and_resumes_without_asking_
         assert record.attempts == (source.attempts or 0) + 1
         assert record.spent_cost is not None and record.spent_cost > source.spent
         assert json.loads(record.config or "")["grader"]["model"] == "grader"
+
+
+async def test_the_budget_stops_asking_the_grader_and_says_how_many_were_left(
+    settings: Settings,
+    kafka_store: KafkaResultStore,
+    model_client: ModelClient,
+    model_server: ModelServer,
+) -> None:
+    model_server.override("arith-0003", 0, Behavior(status=500))  # one degraded pair
+    await _source(kafka_store, model_client, samples=8)
+    asked = len(model_server.requests)
+    grader = Grader(model_client, "grader")
+
+    result = await _rescore(
+        settings, kafka_store, "graded", "src-budget", grader=grader, budget_usd=1e-9
+    )
+
+    # The first pair's cost was unknown, so it ran alone; it spent the budget: nothing more.
+    assert result.grader_calls == len(model_server.requests) - asked == 1
+    answered = sum(not r.degraded for r in _read(settings, SOURCE))
+    assert result.rescored == 1 and result.unstarted == answered - 1
+    assert result.new_spend > 1e-9
+    # The degraded records ask nothing: copied all the same.
+    assert result.summary.degraded_records == len(_read(settings, SOURCE)) - answered >= 1
 
 
 @pytest.mark.parametrize(
