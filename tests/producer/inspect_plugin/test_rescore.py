@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import math
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import httpx
 import pytest
 from inspect_ai import score
 from inspect_ai.log import EvalLog
@@ -29,9 +31,13 @@ from tests.producer.inspect_plugin.support import (
     only_log,
     run_key,
 )
+from tests.support.aggregator import path, running, serving
 from tests.support.cli import child_env, run_cli
+from tests.support.page import compare_query
+from tests.support.waiting import wait_for
 
 RESCORED = RunKey("orig-includes", TASK_NAME, MODEL)
+EXACT = RunKey("orig-exact", TASK_NAME, MODEL)  # "The answer is N." is never exactly "N"
 
 
 @dataclass(frozen=True)
@@ -55,23 +61,23 @@ def rescored(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> 
         done = inspect_eval(inspect_env(env, server), "orig", log_dir)
         assert done.returncode == 0, done.stdout + done.stderr
         asked = len(server.requests)
-        rescore = run_cli(
-            env,
-            "rescore",
-            "--run-id",
-            "orig",
-            "--benchmark",
-            TASK_NAME,
-            "--model",
-            MODEL,
-            "--scorer",
-            "inspect_ai.scorer:includes",
-            "--as",
-            RESCORED.run_id,
-        )
+        rescore = _rescore(env, "inspect_ai.scorer:includes", RESCORED)
+        exact = _rescore(env, "exact", EXACT)
         during = len(server.requests) - asked
     assert rescore.returncode == 0, rescore.stderr
+    assert exact.returncode == 0, exact.stderr
     yield Rescored(settings, only_log(log_dir), rescore.stdout, during)
+
+
+def _rescore(env: dict[str, str], scorer: str, as_run: RunKey) -> subprocess.CompletedProcess[str]:
+    """`resultlog rescore` of run "orig" with `scorer`, as `as_run`."""
+    key = run_key("orig")
+    return run_cli(
+        env,
+        "rescore",
+        *("--run-id", key.run_id, "--benchmark", key.benchmark_id, "--model", key.model),
+        *("--scorer", scorer, "--as", as_run.run_id),
+    )
 
 
 def _summary(settings: Settings, key: RunKey) -> RunSummary:
@@ -120,14 +126,39 @@ def test_the_rescored_records_keep_inspect_s_answers_and_scores_by_includes(
         )
 
 
-def test_compare_gives_the_exact_mcnemar_p_value_of_the_flips(rescored: Rescored) -> None:
-    table = compare_df(run_key("orig"), RESCORED, kafka=rescored.settings)
+@pytest.mark.parametrize("rescore", [RESCORED, EXACT], ids=["includes", "exact"])
+def test_compare_gives_the_exact_mcnemar_p_value_of_the_flips(
+    rescored: Rescored, rescore: RunKey
+) -> None:
+    table = compare_df(run_key("orig"), rescore, kafka=rescored.settings)
     flips = table["flip"].value_counts().to_dict()
     b, c = flips.get("c_to_i", 0), flips.get("i_to_c", 0)
     n = b + c
     tail = sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2**n
     assert table.attrs["mcnemar_p"] == pytest.approx(min(1.0, 2 * tail), rel=1e-12)
+    if rescore == EXACT:  # every sample correct by match is wrong by exact: flips, one way
+        assert b > 0 and c == 0 and table.attrs["mcnemar_p"] < 1.0
     assert table.attrs["difference"]["interval"] == "clustered"  # two epochs per sample
     # A run id alone names the run when one run key has it.
-    by_id = compare_df("orig", RESCORED.run_id, kafka=rescored.settings)
+    by_id = compare_df("orig", rescore.run_id, kafka=rescored.settings)
     assert by_id.attrs["mcnemar_p"] == table.attrs["mcnemar_p"]
+
+
+def test_the_aggregator_and_its_compare_treat_the_rescored_run_as_any_run(
+    rescored: Rescored,
+) -> None:
+    summary = _summary(rescored.settings, RESCORED)
+    table = compare_df(run_key("orig"), RESCORED, kafka=rescored.settings)
+    with running(rescored.settings) as aggregator, serving(aggregator) as base_url:
+
+        def served_records() -> int | None:
+            answer = httpx.get(base_url + path(RESCORED), timeout=5)
+            return answer.json()["records"] if answer.status_code == 200 else None
+
+        assert wait_for(served_records, "the rescored run's summary") == summary.records
+        served = httpx.get(base_url + path(RESCORED), timeout=5).json()
+        assert served["accuracy"] == summary.accuracy
+        query = compare_query(run_key("orig"), RESCORED)
+        compared = httpx.get(f"{base_url}/compare?{query}", timeout=5).json()
+        assert compared["mcnemar_p"] == table.attrs["mcnemar_p"]
+        assert compared["flips"] == table.attrs["flips"]
