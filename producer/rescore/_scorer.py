@@ -91,17 +91,13 @@ def resolve_scorer(spec: str) -> RecordScorer:
     """The scorer a `--scorer` names; RescoreError naming the choices if none."""
     name, _, argument = spec.partition(":")
     if "." in name:  # an import path: module.path:attribute
-        from resultlog.producer.rescore._inspect import inspect_scorer
-
-        return inspect_scorer(spec, _imported(name, argument))
+        return _inspect_scorer(spec, name, argument)
     if spec == "exact":
         return _Builtin(spec, lambda found, text: _any(exact_match, found, text))
     if spec == "includes":
         return _Builtin(spec, includes)
     if spec == "match":
-        from resultlog.producer.rescore._inspect import inspect_scorer
-
-        return inspect_scorer(spec, _imported("inspect_ai.scorer", "match"))
+        return _inspect_scorer(spec, "inspect_ai.scorer", "match")
     if name == "pattern" and argument:
         return _Builtin(spec, _pattern(argument))
     if name == "numeric":
@@ -112,6 +108,18 @@ def resolve_scorer(spec: str) -> RecordScorer:
         f"unknown scorer {spec!r}: use one of {', '.join(BUILT_INS)}, or an Inspect AI scorer "
         "by import path (inspect_ai.scorer:includes, my_pkg.scorers:graded)"
     )
+
+
+def _inspect_scorer(spec: str, module: str, attribute: str) -> RecordScorer:
+    """An Inspect AI scorer; RescoreError if Inspect AI is not installed."""
+    try:
+        from resultlog.producer.rescore._inspect import inspect_scorer
+    except ImportError as exc:
+        raise RescoreError(
+            f"--scorer {spec} needs Inspect AI ({exc.name} is missing): "
+            "pip install 'resultlog[inspect]'"
+        ) from exc
+    return inspect_scorer(spec, _imported(module, attribute))
 
 
 def includes(found: list[str], text: str) -> Scored:

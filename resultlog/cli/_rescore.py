@@ -82,6 +82,7 @@ async def _rescore(args: argparse.Namespace, kafka: Any, source: Any, scorer: An
     import contextlib
     import functools
 
+    from resultlog.cli._console import ProgressBar
     from resultlog.cli._run import check_base_url
     from resultlog.consumers import claim_lease, read_run_records
     from resultlog.errors import CliError
@@ -112,6 +113,7 @@ async def _rescore(args: argparse.Namespace, kafka: Any, source: Any, scorer: An
                     )
                 )
                 grader = Grader(client, args.grader_model)
+            bar = stack.enter_context(ProgressBar(enabled=not args.json))
             return await rescore_run(
                 loaded,
                 args.as_run_id,
@@ -121,6 +123,7 @@ async def _rescore(args: argparse.Namespace, kafka: Any, source: Any, scorer: An
                 lease=functools.partial(claim_lease, kafka),
                 max_concurrency=args.concurrency,
                 budget_usd=args.budget_usd,
+                on_progress=bar.update,
             )
     finally:
         await store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections import Counter
 
 import pytest
@@ -290,3 +291,14 @@ def test_a_bad_scorer_is_one_line(scorer: str, said: str) -> None:
     with pytest.raises(RescoreError, match=said.replace("(", r"\(")) as raised:
         resolve_scorer(scorer)
     assert "\n" not in str(raised.value)
+
+
+def test_an_inspect_scorer_without_inspect_installed_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What a checkout without the inspect extra sees: the adapter cannot be imported.
+    monkeypatch.setitem(sys.modules, "inspect_ai", None)
+    monkeypatch.setitem(sys.modules, "resultlog.producer.rescore._inspect", None)
+    for scorer in ("match", "inspect_ai.scorer:includes"):
+        with pytest.raises(RescoreError, match=r"needs Inspect AI .*resultlog\[inspect\]"):
+            resolve_scorer(scorer)
