@@ -34,7 +34,7 @@ from resultlog.schemas import (
     WriterProcess,
 )
 
-__all__ = ["to_record"]
+__all__ = ["score_fields", "to_record", "truncated_of"]
 
 _TO_FLOAT = value_to_float()  # C->1, I->0, P->0.5, N->0, yes/no, numbers (a factory)
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def to_record(
         "created_at": datetime.now(UTC),
         "harness": harness,
         "harness_payload": payload.data,
-        "truncated": _truncated(payload),
+        "truncated": truncated_of(payload),
     }
     return SampleResult.model_validate(fields, context=TRUSTED_JSON)
 
@@ -87,7 +87,7 @@ def _outcome(sample: EvalSample) -> dict[str, Any]:
     if sample.error is None:
         return {
             "status": RecordStatus.COMPLETED,
-            "score": _score(sample.scores or {}),
+            "score": score_fields(sample.scores or {}),
             "usage": _usage(sample),
             "generation_time_ms": _generation_time_ms(sample),
         }
@@ -105,7 +105,7 @@ def _outcome(sample: EvalSample) -> dict[str, Any]:
     }
 
 
-def _truncated(payload: Payload) -> str | None:
+def truncated_of(payload: Payload) -> str | None:
     """What was cut from the payload to fit, as the record's `truncated` JSON."""
     if payload.form == "full":
         return None
@@ -113,7 +113,7 @@ def _truncated(payload: Payload) -> str | None:
     return json.dumps({"harness_payload": cut})
 
 
-def _score(scores: dict[str, InspectScore]) -> dict[str, Any]:
+def score_fields(scores: dict[str, InspectScore]) -> dict[str, Any]:
     """The first scorer's C/I value and numeric score; every scorer's values as `scorer:` metrics.
 
     The C/I accuracy holds only values Inspect maps into [0, 1]; any other first value

@@ -34,6 +34,7 @@ Source = KafkaConnection | Settings | None
 Progress = Callable[[int, int], None]
 """Called after each run is read with (runs read, runs to read)."""
 RunName = RunKey | tuple[str, str, str]
+RunRef = RunName | str  # a run id alone: the one run key with that id
 
 
 def runs_df(
@@ -81,21 +82,23 @@ def samples_df(
         return frame(rows, SAMPLE_COLUMNS, FULL_COLUMNS if full else None)
 
 
-def compare_df(a: RunName, b: RunName, *, kafka: Source = None) -> pd.DataFrame:
+def compare_df(a: RunRef, b: RunRef, *, kafka: Source = None) -> pd.DataFrame:
     """Run b against run a of one benchmark, per sample both answered, as `GET /compare`.
 
-    Columns: sample_id, a and b (each run's value of the sample: the mean of its epochs that
-    are not S), difference (b - a) and flip. `attrs` holds the rest of the comparison:
-    both runs' accuracy and accuracy over the shared samples, the paired difference with
-    its 95% interval, the flips.
+    Each run is a run key (or a `(run_id, benchmark, model)` tuple), or a run id alone when
+    one run key has it. Columns: sample_id, a and b (each run's value of the sample: the mean
+    of its epochs that are not S), difference (b - a) and flip. `attrs` holds the rest of the
+    comparison: both runs' accuracy (Wilson intervals) and accuracy over the shared samples,
+    the paired difference with its 95% interval (`interval`: "paired", or "clustered" by
+    sample with several epochs), the flips and `mcnemar_p`, McNemar's exact test of them.
     """
-    first, second = _key(a), _key(b)
-    if first.benchmark_id != second.benchmark_id:
-        raise AnalysisError(
-            f"a and b must be runs of one benchmark, got {first.benchmark_id!r} and "
-            f"{second.benchmark_id!r}"
-        )
     with _connected(kafka) as connection:
+        first, second = _resolved(connection, a), _resolved(connection, b)
+        if first.benchmark_id != second.benchmark_id:
+            raise AnalysisError(
+                f"a and b must be runs of one benchmark, got {first.benchmark_id!r} and "
+                f"{second.benchmark_id!r}"
+            )
         run_a, run_b = read_runs(connection, [first, second])
     compared = Comparison.of(run_a.view, run_b.view).as_json()
     rows = compared.pop("samples")
@@ -153,7 +156,28 @@ def _named(runs: Iterable[RunName] | pd.DataFrame) -> list[RunKey]:
 
 
 def _key(run: RunName) -> RunKey:
-    return run if isinstance(run, RunKey) else RunKey(*run)
+    if isinstance(run, RunKey):
+        return run
+    if isinstance(run, str) or len(run) != 3:
+        raise AnalysisError(
+            f"name a run as (run_id, benchmark, model), e.g. ('r1', 'arith', 'demo/model'); "
+            f"got {run!r}"
+        )
+    return RunKey(*run)
+
+
+def _resolved(kafka: KafkaConnection, run: RunRef) -> RunKey:
+    """The run key `run` names: a key or tuple as is, a run id if one run key has it."""
+    if not isinstance(run, str):
+        return _key(run)
+    found = run_keys_of(kafka, run)
+    if len(found) == 1:
+        return found[0]
+    which = "no run key" if not found else f"{len(found)} run keys ({', '.join(map(str, found))})"
+    raise AnalysisError(
+        f"run id {run!r} names {which}: name the run as (run_id, benchmark, model), "
+        f"e.g. ({run!r}, 'arith', 'demo/model')"
+    )
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from resultlog.consumers.aggregator import Aggregator
+from resultlog.consumers.aggregator.web._stats import wilson
 from resultlog.settings import Settings
 from tests.support.aggregator import raw_get, serving
 from tests.support.kafka import write
@@ -52,7 +53,9 @@ def test_a_run_s_samples_hold_every_record_and_the_accuracy_interval(loaded: str
     assert accuracy["mean"] == summary["accuracy"] == 0.5
     assert accuracy["n"] == summary["total_questions"] == 3
     assert accuracy["stderr"] == math.sqrt(1 / 12)
-    assert accuracy["ci_low"] == pytest.approx(0.5 - 1.96 * math.sqrt(1 / 12), abs=1e-15)
+    assert accuracy["interval"] == "wilson"
+    assert accuracy["ci_low"] == pytest.approx(wilson(0.5, 3)[0], abs=1e-15)
+    assert 0.0 < accuracy["ci_low"] < 0.5 < accuracy["ci_high"] < 1.0
     assert [(e["epoch"], e["accuracy"]["mean"], e["skipped"]) for e in body["epochs"]] == [
         (0, 2 / 3, 1),
         (1, 1 / 3, 1),
@@ -87,6 +90,8 @@ def test_run_against_run_pairs_shared_samples_and_names_the_flips(loaded: str) -
     assert (difference["n"], difference["mean"], difference["stderr"]) == (3, 0.0, 0.5)
     assert (difference["ci_low"], difference["ci_high"]) == (-0.98, 0.98)
     assert body["flips"] == {"c_to_i": ["q0"], "i_to_c": ["q2"]}
+    assert body["mcnemar_p"] == 1.0  # one flip each way: as balanced as can be
+    assert difference["interval"] == "clustered"  # two epochs: each sample one cluster
     assert body["samples"] == [
         {"sample_id": "q0", "a": 1.0, "b": 0.0, "difference": -1.0, "flip": "c_to_i"},
         {"sample_id": "q1", "a": 0.5, "b": 1.0, "difference": 0.5, "flip": None},
@@ -135,12 +140,16 @@ def test_unknown_runs_are_404_as_json(loaded: str) -> None:
 def test_the_page_parts_show_the_json_figures(loaded: str) -> None:
     runs = httpx.get(loaded + "/parts/runs").text
     assert runs.count("<tr data-run=") == 2 and "page-a" in runs and "page-b" in runs
-    assert "[-0.0658, 1.0658]" in runs  # A: 0.5 -+ 1.96 sqrt(1/12)
+    low, high = wilson(0.5, 3)  # A: 0.5 over 3 questions (the normal one: [-0.0658, 1.0658])
+    assert f"[{low:.4f}, {high:.4f}]" in runs and "[-0.0658, 1.0658]" not in runs
+    assert "Wilson" in runs
     run = httpx.get(f"{loaded}/parts/run/{run_path(RUN_A)}").text
     assert "model_error: 2" in run and "<svg" in run and "0.6667" in run
     assert f"/page/compare?a={run_path(RUN_A)}&amp;b={run_path(RUN_B)}" in run
     compared = httpx.get(f"{loaded}/parts/compare?{compare_query(RUN_A, RUN_B)}").text
     assert "[-0.9800, 0.9800]" in compared and "q0" in compared
+    assert 'McNemar exact test of the flips: p = <span class="mcnemar">1</span>' in compared
+    assert "clustered by sample" in compared
 
 
 @pytest.fixture

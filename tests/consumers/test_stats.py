@@ -1,4 +1,5 @@
-"""The runs page's statistics against hand-computed values: Inspect's stderr, paired intervals."""
+"""The runs page's statistics against hand-computed values: Inspect's stderr, paired intervals,
+Wilson intervals of accuracies and McNemar's exact test of flips."""
 
 from __future__ import annotations
 
@@ -8,8 +9,18 @@ import statistics
 from fractions import Fraction
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from resultlog.consumers.aggregator.web._stats import Flip, estimate, flip_of, paired
+from resultlog.consumers.aggregator.web._stats import (
+    Flip,
+    estimate,
+    flip_of,
+    mcnemar_p,
+    paired,
+    proportion,
+    wilson,
+)
 
 
 def fractions(*values: float) -> list[Fraction]:
@@ -28,6 +39,7 @@ def test_mean_stderr_and_interval_of_three_correct_one_incorrect() -> None:
         "ci_low": 0.26,
         "ci_high": 1.24,
         "z": 1.96,
+        "interval": "normal",
     }
 
 
@@ -68,6 +80,64 @@ def test_paired_difference_with_known_flips() -> None:
     assert difference.mean == 0.25
     assert difference.stderr == math.sqrt(11 / 48)
     assert difference.low == pytest.approx(0.25 - 1.96 * math.sqrt(11 / 48), abs=1e-15)
+    assert difference.method == "paired"
+
+
+def test_a_difference_of_several_epochs_is_clustered_by_sample() -> None:
+    # Each value is a sample's mean over its 3 epochs: the CR1 clustered standard error
+    # sqrt(n / (n - 1) * sum (d_i - mean)^2) / n, computed here from its definition.
+    a = {f"q{i}": Fraction(i % 4, 3) for i in range(9)}
+    b = {f"q{i}": Fraction((i * 2) % 4, 3) for i in range(9)}
+    _, difference = paired(a, b, epochs=3)
+    d = [b[k] - a[k] for k in a]
+    mean = sum(d, Fraction(0)) / 9
+    clustered = math.sqrt(Fraction(9, 8) * sum((x - mean) ** 2 for x in d)) / 9
+    assert difference.method == "clustered"
+    assert difference.stderr == pytest.approx(clustered, rel=1e-12)
+    assert difference.as_json()["interval"] == "clustered"
+
+
+def test_an_accuracy_interval_is_wilson_and_stays_within_zero_and_one() -> None:
+    # The issue's case: 0.875 over 8 questions had a normal interval of [0.7146, 1.0354].
+    found = proportion(fractions(*[1] * 7, 0))
+    assert found.method == "wilson" and found.mean == 0.875
+    assert 0.0 <= found.low < found.mean < found.high <= 1.0
+    # Wilson's interval from its formula, written out here for 9 of 10 (0.5958, 0.9821).
+    z, n, p = 1.96, 10, 0.9
+    center = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert wilson(0.9, 10) == pytest.approx((center - half, center + half), abs=1e-15)
+    assert wilson(0.9, 10) == pytest.approx((0.5958, 0.9821), abs=1e-4)
+    assert proportion(fractions(1, 1, 1)).high == 1.0
+    assert proportion([]).as_json()["interval"] == "wilson"
+
+
+@given(st.integers(min_value=1, max_value=500), st.data())
+def test_wilson_is_within_zero_and_one_and_holds_the_mean(n: int, data: st.DataObject) -> None:
+    correct = data.draw(st.integers(min_value=0, max_value=n))
+    low, high = wilson(correct / n, n)
+    assert 0.0 <= low <= correct / n + 1e-12 and correct / n - 1e-12 <= high <= 1.0
+
+
+def _exact_binomial_p(b: int, c: int) -> float:
+    """Two-sided exact binomial p-value of b successes in b + c at p = 1/2, as textbooks do."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / float(2**n)
+    return min(1.0, 2 * tail)
+
+
+@pytest.mark.parametrize(("b", "c"), [(0, 0), (1, 0), (7, 1), (1, 7), (5, 5), (12, 30), (0, 9)])
+def test_mcnemar_is_the_exact_binomial_test_of_the_discordant_pairs(b: int, c: int) -> None:
+    assert mcnemar_p(b, c) == pytest.approx(_exact_binomial_p(b, c), rel=1e-12)
+    assert mcnemar_p(b, c) == mcnemar_p(c, b)
+
+
+def test_mcnemar_of_known_values() -> None:
+    assert mcnemar_p(7, 1) == pytest.approx(0.0703125, abs=1e-12)  # 2 * 9 / 256
+    assert mcnemar_p(0, 0) == 1.0 and mcnemar_p(3, 3) == 1.0
 
 
 def test_only_samples_of_both_runs_are_paired() -> None:

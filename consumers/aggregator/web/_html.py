@@ -29,6 +29,11 @@ __all__ = [
 _MAX_DEGRADED_ROWS = 200
 _MAX_DIFFERENCE_ROWS = 1000
 _FLIP_LABELS = {Flip.C_TO_I: "C→I", Flip.I_TO_C: "I→C"}
+_DIFFERENCE_SE = {
+    "paired": "paired standard error",
+    "clustered": "standard error clustered by sample (epochs)",
+    "normal": "standard error",
+}
 
 
 def run_path(run_key: RunKey) -> str:
@@ -153,6 +158,7 @@ _HEADER_TITLES = {
     "degraded": "records whose model call failed (429, 500, timeout): retried on resume",
     "spent": "USD of every model call, retries included (simulated for the offline model)",
     "kept cost": "USD of the records kept, one per (sample, epoch)",
+    "95% CI": "Wilson score interval of the accuracy over its questions: stays within [0, 1]",
 }
 _HEAD = (
     "<thead><tr>"
@@ -261,7 +267,7 @@ def _epoch_table(view: RunSamples) -> str:
         for epoch, found, skipped in view.epoch_accuracy()
     )
     return (
-        '<table class="epochs"><thead><tr><th>epoch</th><th>accuracy</th><th>95% CI</th>'
+        '<table class="epochs"><thead><tr><th>epoch</th><th>accuracy</th><th>95% CI (Wilson)</th>'
         f"<th>answered</th><th>S</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 
@@ -309,6 +315,11 @@ def compare_part(comparison: Comparison, query: str) -> str:
         f'shared samples</td><td class="accuracy">{accuracy_text(difference.mean)}</td>'
         f'<td class="ci">{interval_text(difference)}</td></tr>'
     )
+    test = (
+        f'<p class="meta paired-test">McNemar exact test of the flips: p = '
+        f'<span class="mcnemar">{comparison.mcnemar_p():.4g}</span> · accuracy intervals: '
+        f"Wilson; difference interval: normal, {_DIFFERENCE_SE[difference.method]}</p>"
+    )
     only = (
         f'<p class="meta">shared samples: <span class="shared">{len(comparison.shared)}</span>'
         f" · only in a: {len(comparison.a.values) - len(comparison.shared)}"
@@ -323,7 +334,7 @@ def compare_part(comparison: Comparison, query: str) -> str:
     return (
         '<section><h2>Accuracy over shared samples</h2><table class="compare"><thead><tr><th>'
         "</th><th>run</th><th>accuracy</th><th>95% CI</th></tr></thead><tbody>"
-        f"{headline}</tbody></table>{only}{_svg.interval_plot(rows, difference)}</section>"
+        f"{headline}</tbody></table>{only}{test}{_svg.interval_plot(rows, difference)}</section>"
         f"<section><h2>Samples that flip</h2>{flip_lists}</section>"
         f"<section><h2>Per-sample differences</h2>{_differences(comparison)}</section>"
     )

@@ -17,7 +17,14 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
-from resultlog.consumers.aggregator.web._stats import Estimate, Flip, PairedSample, estimate, paired
+from resultlog.consumers.aggregator.web._stats import (
+    Estimate,
+    Flip,
+    PairedSample,
+    mcnemar_p,
+    paired,
+    proportion,
+)
 from resultlog.consumers.fold import RunFold, Shape
 from resultlog.consumers.resume import RunRecords
 from resultlog.schemas import RunKey, RunSummary, SampleResult, ScoreValue
@@ -139,7 +146,7 @@ class RunSamples:
 
     def accuracy(self) -> Estimate:
         """The mean of the per-sample values (the summary's accuracy) and its 95% interval."""
-        return estimate(self.values.values())
+        return proportion(self.values.values())
 
     def epoch_accuracy(self) -> list[tuple[int, Estimate, int]]:
         """Per epoch of the shape: the mean of its non-S values with its interval, and its S."""
@@ -155,7 +162,7 @@ class RunSamples:
                 skipped[cell.epoch] += 1
             else:
                 values[cell.epoch].append(points)
-        return [(e, estimate(v), skipped[e]) for e, v in enumerate(values)]
+        return [(e, proportion(v), skipped[e]) for e, v in enumerate(values)]
 
     def degraded(self) -> list[Cell]:
         """The degraded records inside the shape."""
@@ -208,12 +215,13 @@ class Comparison:
     @classmethod
     def of(cls, a: RunSamples, b: RunSamples) -> Comparison:
         """The comparison of b against a."""
-        shared, difference = paired(a.values, b.values)
+        epochs = max(run.shape.epochs if run.shape is not None else 1 for run in (a, b))
+        shared, difference = paired(a.values, b.values, epochs=epochs)
         return cls(a, b, shared, difference)
 
     def over_shared(self, run: RunSamples) -> Estimate:
         """One run's accuracy over the shared samples, with its own interval."""
-        return estimate(run.values[sample.sample_id] for sample in self.shared)
+        return proportion(run.values[sample.sample_id] for sample in self.shared)
 
     def flips(self) -> dict[str, list[str]]:
         """The shared samples correct in a and not in b (c_to_i), and the other way (i_to_c)."""
@@ -222,6 +230,11 @@ class Comparison:
             if sample.flip is not None:
                 found[sample.flip].append(sample.sample_id)
         return found
+
+    def mcnemar_p(self) -> float:
+        """McNemar's exact two-sided p-value of the flips (1.0 without any)."""
+        flips = self.flips()
+        return mcnemar_p(len(flips[Flip.C_TO_I]), len(flips[Flip.I_TO_C]))
 
     def as_json(self) -> dict[str, Any]:
         """The body of `GET /compare?a=...&b=...`."""
@@ -243,6 +256,7 @@ class Comparison:
             "shared": len(self.shared),
             "difference": self.difference.as_json(),
             "flips": self.flips(),
+            "mcnemar_p": self.mcnemar_p(),
             "samples": [
                 {
                     "sample_id": s.sample_id,
