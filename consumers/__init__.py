@@ -1,7 +1,7 @@
 """Readers of the log: the fold, resume, replay, purge, summaries and the aggregator service.
 
-The aggregator (with its HTTP API, prometheus_client, starlette and uvicorn) is imported
-only when `resultlog.consumers.aggregator` or the name `Aggregator` is first used.
+Each name's module is imported when the name is first used: the aggregator (with its HTTP
+API, prometheus_client, starlette and uvicorn) only by a reader of `Aggregator`.
 """
 
 from __future__ import annotations
@@ -13,53 +13,58 @@ if __name__ != "resultlog.consumers":
         f"import resultlog.consumers, not {__name__} (the folder consumers/ is resultlog.consumers)"
     )
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from resultlog._hotpath import fold_path
-from resultlog.consumers._scored import SCORER_PREFIX
-from resultlog.consumers.errors import ConsumerError
-from resultlog.consumers.fold import RunFold, fold
-from resultlog.consumers.history import KeyHistory, read_key_histories
-from resultlog.consumers.lease import (
-    Lease,
-    LeaseError,
-    LeaseHeldError,
-    LeaseLostError,
-    RunLease,
-    claim_lease,
-    fence_lease,
-    live_leases,
-)
-from resultlog.consumers.purge import (
-    PurgeError,
-    PurgeLeasedError,
-    PurgePlan,
-    execute_purge,
-    plan_purge,
-    purge_run,
-)
-from resultlog.consumers.replay import (
-    PublishReport,
-    ReplayResult,
-    publish_replayed,
-    replay_all,
-    replay_run,
-)
-from resultlog.consumers.resume import (
-    LoadedViews,
-    ResumeState,
-    RunRecords,
-    RunStatus,
-    read_run_records,
-    read_run_views,
-    resume_state,
-    run_keys_of,
-    run_status,
-)
-from resultlog.consumers.summaries import SummaryPublisher
+from resultlog._lazy import lazy_exports
 
+# Not lazy: its module has the same name, and once imported it would shadow the function.
+from resultlog.consumers.fold import fold
+
+# Each name is imported where it is first used (resultlog._lazy): these imports say from where.
 if TYPE_CHECKING:
+    from resultlog.consumers._scored import SCORER_PREFIX
     from resultlog.consumers.aggregator import Aggregator
+    from resultlog.consumers.errors import ConsumerError
+    from resultlog.consumers.fold import RunFold
+    from resultlog.consumers.history import KeyHistory, read_key_histories
+    from resultlog.consumers.lease import (
+        Lease,
+        LeaseError,
+        LeaseHeldError,
+        LeaseLostError,
+        RunLease,
+        claim_lease,
+        fence_lease,
+        live_leases,
+    )
+    from resultlog.consumers.purge import (
+        PurgeError,
+        PurgeLeasedError,
+        PurgePlan,
+        execute_purge,
+        plan_purge,
+        purge_run,
+    )
+    from resultlog.consumers.replay import (
+        PublishReport,
+        ReplayResult,
+        publish_replayed,
+        replay_all,
+        replay_run,
+    )
+    from resultlog.consumers.resume import (
+        LoadedViews,
+        ResumeState,
+        RunRecords,
+        RunStatus,
+        read_run_records,
+        read_run_views,
+        resume_state,
+        run_keys_of,
+        run_status,
+    )
+    from resultlog.consumers.summaries import SummaryPublisher
 
 __all__ = [
     "SCORER_PREFIX",
@@ -102,9 +107,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Aggregator":
-        from resultlog.consumers.aggregator import Aggregator
-
-        return Aggregator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

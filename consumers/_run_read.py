@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
@@ -31,19 +32,28 @@ from resultlog.consumers._scan import scan, scan_ranges, watermark_offsets
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 
-__all__ = ["ONE_RUN_READER", "RunRead", "index_partition", "index_ranges", "read_run"]
+__all__ = ["RunRead", "index_partition", "index_ranges", "one_run_reader", "read_run"]
 
 log = logging.getLogger(__name__)
 
-# Small fetches: a run's records are few, and a reader of one run must not pull megabytes
-# past them (nor queue 64 MB ahead, librdkafka's default). A queue that small fills on a
-# large run, and librdkafka then holds the next fetch back for fetch.queue.backoff.ms
-# (1 s by default): look again soon instead, or a 20k-record read idles for a second.
-ONE_RUN_READER = {
-    "max.partition.fetch.bytes": 1024 * 1024,
-    "fetch.max.bytes": 4 * 1024 * 1024,
-    "queued.max.messages.kbytes": 4096,
+# A one-run reader fetches about what its ranges hold: a run's records are few, and a reader
+# of one run must not pull megabytes past them into librdkafka (nor queue 64 MB ahead, its
+# default). Records of a results topic take well under this many bytes each on the wire.
+_RECORD_BYTES = 1024
+_MIN_FETCH = 64 * 1024
+_MAX_FETCH = 1024 * 1024
+_QUEUE_FETCHES = 4  # fetches queued ahead of the reader, at most
+_QUEUE_MESSAGES = 100_000  # librdkafka's default
+# The end of every range is known (below the high watermark): no fetch need wait for data.
+_FETCH_WAIT_MS = 5
+# The reader of the run index (and of the results partition's watermarks): an index partition
+# is read whole, and is small.
+_PLANNER = {
+    "max.partition.fetch.bytes": _MAX_FETCH,
+    "fetch.max.bytes": _MAX_FETCH * _QUEUE_FETCHES,
+    "queued.max.messages.kbytes": _MAX_FETCH * _QUEUE_FETCHES // 1024,
     "fetch.queue.backoff.ms": 10,
+    "fetch.wait.max.ms": _FETCH_WAIT_MS,
 }
 READ_GAP = 2000  # offsets between two ranges read in one go rather than seeking past
 
@@ -59,36 +69,63 @@ class RunRead:
     guided: bool  # read through the index (False: the whole partition)
 
 
+def one_run_reader(offsets: int) -> dict[str, Any]:
+    """Consumer settings for reading `offsets` offsets of one partition: fetches and a queue
+    bounded by what the ranges hold, no fetch held back waiting for data."""
+    fetch = min(max(offsets * _RECORD_BYTES, _MIN_FETCH), _MAX_FETCH)
+    return {
+        "max.partition.fetch.bytes": fetch,
+        "fetch.max.bytes": _MAX_FETCH * _QUEUE_FETCHES,
+        "queued.max.messages.kbytes": fetch * _QUEUE_FETCHES // 1024,
+        "queued.min.messages": min(max(1, offsets), _QUEUE_MESSAGES),
+        # A queue that small fills on a large run, and librdkafka then holds the next fetch
+        # back for fetch.queue.backoff.ms (1 s by default): look again soon instead.
+        "fetch.queue.backoff.ms": 10,
+        "fetch.wait.max.ms": _FETCH_WAIT_MS,
+    }
+
+
 @contextmanager
 def read_run(kafka: KafkaConnection, run_key: RunKey, timeout_s: float) -> Iterator[RunRead]:
-    """Open a reader of the run key's messages (KafkaException and ConsumerError pass)."""
-    consumer = kafka.reader(ONE_RUN_READER)
+    """Open a reader of the run key's messages (KafkaException and ConsumerError pass).
+
+    The index is read by one consumer, the run's ranges by another, sized for them: the
+    results read never waits behind the index read's last fetch.
+    """
+    planner = kafka.reader(_PLANNER)
+    reader: Consumer | None = None
     try:
         topic = kafka.results_topic
-        count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
+        count = kafka.partition_count(topic, planner, timeout_s=timeout_s)
         partition = partition_for(run_key, count)
-        low, high = watermark_offsets(consumer, TopicPartition(topic, partition), timeout_s)
+        low, high = watermark_offsets(planner, TopicPartition(topic, partition), timeout_s)
         if high <= low:
             yield RunRead(partition, high, iter(()), guided=True)
             return
         found = index_ranges(
-            kafka, consumer, run_key, partition, bounds=(low, high), timeout_s=timeout_s
+            kafka, planner, run_key, partition, bounds=(low, high), timeout_s=timeout_s
         )
+        if isinstance(found, str):
+            log.info("reading all of %s[%d] for %s: %s", topic, partition, run_key, found)
+            reader = kafka.reader(one_run_reader(high - low))
+            messages = scan_ranges(reader, topic, partition, [(low, high)], timeout_s)
+            yield RunRead(partition, high, messages, guided=False)
+            return
+        entry, ranges = found
+        reader = kafka.reader(one_run_reader(sum(end - start for start, end in ranges)))
+        consumer = reader  # not Optional: the fallback below reads on with it
 
         def whole(why: str) -> Iterator[Message]:
             log.info("reading all of %s[%d] for %s: %s", topic, partition, run_key, why)
-            _, messages = scan(consumer, topic, [partition], timeout_s)
-            return (m for m in messages if (m.offset() or 0) < high)
+            return scan_ranges(consumer, topic, partition, [(low, high)], timeout_s)
 
-        if isinstance(found, str):
-            yield RunRead(partition, high, whole(found), guided=False)
-        else:
-            entry, ranges = found
-            messages = scan_ranges(consumer, topic, partition, ranges, timeout_s)
-            prefix = run_key_prefix(run_key)
-            yield RunRead(partition, high, guarded(messages, prefix, entry, ranges, whole), True)
+        messages = scan_ranges(reader, topic, partition, ranges, timeout_s)
+        prefix = run_key_prefix(run_key)
+        yield RunRead(partition, high, guarded(messages, prefix, entry, ranges, whole), True)
     finally:
-        consumer.close()
+        planner.close()
+        if reader is not None:
+            reader.close()
 
 
 def index_ranges(

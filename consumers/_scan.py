@@ -71,8 +71,9 @@ def _messages(
     if not ends:
         return
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-    for batch in _batches(consumer, topic, timeout_s):
-        for message in batch:
+    batches = _Batches(consumer, topic, timeout_s)
+    while True:
+        for message in batches.next():
             partition, offset = message.partition(), message.offset()
             if partition not in ends or offset is None or offset >= ends[partition]:
                 continue
@@ -97,8 +98,11 @@ def scan_ranges(
         if end <= max(start, next_offset):
             continue
         consumer.assign([TopicPartition(topic, partition, max(start, next_offset))])
-        for batch in _batches(consumer, topic, timeout_s):
-            for message in batch:
+        batches = _Batches(consumer, topic, timeout_s)
+        while True:
+            # No more than what is left of the range: a fetch that ran past its end is not
+            # turned into Python messages only to be dropped.
+            for message in batches.next(end - max(start, next_offset)):
                 offset = message.offset()
                 if message.partition() != partition or offset is None:
                     continue
@@ -113,18 +117,25 @@ def scan_ranges(
                 break
 
 
-def _batches(consumer: Consumer, topic: str, timeout_s: float) -> Iterator[list[Message]]:
-    """Batches of the assigned partitions' messages (errors raised), endlessly; fails after
-    `timeout_s` without any."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        batch = arrived(consumer, _BATCH, _POLL_S)
+class _Batches:
+    """Batches of the assigned partitions' messages (errors raised); fails after `timeout_s`
+    without any."""
+
+    def __init__(self, consumer: Consumer, topic: str, timeout_s: float) -> None:
+        self._consumer = consumer
+        self._topic = topic
+        self._timeout_s = timeout_s
+        self._deadline = time.monotonic() + timeout_s
+
+    def next(self, limit: int = _BATCH) -> list[Message]:
+        """The messages already fetched (at most `limit`), else the first to arrive soon."""
+        batch = arrived(self._consumer, max(1, min(limit, _BATCH)), _POLL_S)
         if batch:
-            deadline = time.monotonic() + timeout_s
-        elif time.monotonic() > deadline:
-            raise ConsumerError(f"no data from {topic} within {timeout_s:.0f}s")
+            self._deadline = time.monotonic() + self._timeout_s
+        elif time.monotonic() > self._deadline:
+            raise ConsumerError(f"no data from {self._topic} within {self._timeout_s:.0f}s")
         for message in batch:
             error = message.error()
             if error is not None:
                 raise KafkaException(error)
-        yield batch
+        return batch

@@ -28,12 +28,12 @@ import socket
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Self
+from typing import NamedTuple, Self
 
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from resultlog.consumers._scan import scan
+from resultlog.consumers._scan import scan, scan_ranges, watermark_offsets
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce, produce_acked
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
@@ -123,7 +123,11 @@ class RunLease:
         self.ttl_s = ttl_s
         self._kafka = kafka
         self._topic = kafka.settings.leases_topic
-        self._producer = kafka.durable_producer()
+        # Not idempotent: a new idempotent producer may wait 0.5 s for its producer id (when
+        # librdkafka asks while swapping the bootstrap connection for the broker's own, it
+        # retries on a 500 ms timer), and every lease write is one message, acknowledged
+        # before the next: a retried duplicate carries the same value, so nothing changes.
+        self._producer = kafka.durable_producer({"enable.idempotence": False})
         try:
             count = kafka.partition_count(self._topic, self._producer, timeout_s=_TIMEOUT_S)
         except KafkaClientError as exc:
@@ -151,10 +155,13 @@ class RunLease:
 
     def claim(self) -> None:
         """Claim the range, or raise LeaseHeldError naming the holder that came first."""
-        self._refuse_if_held(self._read())
+        before = self._read()
+        self._refuse_if_held(before.leases)
         offset = self._write(self.lease.model_dump_json().encode())
         try:
-            leases = self._read()
+            # Only what came since: the leases read above, updated by the claims, renewals
+            # and releases written up to ours.
+            leases = self._read(since=before).leases
             self._refuse_if_held(leases, before=offset)
         except LeaseError:
             self._withdraw()
@@ -258,8 +265,8 @@ class RunLease:
         except KafkaClientError as exc:
             raise LeaseError(f"cannot write the lease on {self.run_key}: {exc}") from exc
 
-    def _read(self) -> dict[bytes, tuple[int, Lease]]:
-        return _read_leases(self._kafka, self._topic, self._partition, self.run_key)
+    def _read(self, since: _Leases | None = None) -> _Leases:
+        return _read_leases(self._kafka, self._topic, self._partition, self.run_key, since)
 
 
 def claim_lease(
@@ -312,20 +319,31 @@ def live_leases(kafka: KafkaConnection, run_key: RunKey) -> list[Lease]:
         count = kafka.partition_count(topic, timeout_s=_TIMEOUT_S)
     except KafkaClientError as exc:
         raise LeaseError(str(exc)) from exc
-    leases = _read_leases(kafka, topic, partition_for(run_key, count), run_key)
+    leases = _read_leases(kafka, topic, partition_for(run_key, count), run_key).leases
     now = _now_ms()
     ordered = sorted(leases.values(), key=lambda item: item[1].claim_offset or item[0])
     return [lease for _, lease in ordered if lease.live(now)]
 
 
+class _Leases(NamedTuple):
+    """The latest lease (offset, value) of every key of a run key, read up to `end`."""
+
+    leases: dict[bytes, tuple[int, Lease]]
+    end: int
+
+
 def _read_leases(
-    kafka: KafkaConnection, topic: str, partition: int, run_key: RunKey
-) -> dict[bytes, tuple[int, Lease]]:
-    """The latest lease (offset, value) of every key of the run key in its partition."""
+    kafka: KafkaConnection,
+    topic: str,
+    partition: int,
+    run_key: RunKey,
+    since: _Leases | None = None,
+) -> _Leases:
+    """The run key's leases in its partition: all of it, or `since` updated by what follows."""
     deadline = time.monotonic() + _TIMEOUT_S
     while True:
         try:
-            return _read_once(kafka, topic, partition, run_key_prefix(run_key))
+            return _read_once(kafka, topic, partition, run_key_prefix(run_key), since)
         except KafkaException as exc:
             error = exc.args[0]
             # A partition moving (a new topic, a leader election) is worth waiting out.
@@ -338,13 +356,14 @@ def _read_leases(
 
 
 def _read_once(
-    kafka: KafkaConnection, topic: str, partition: int, prefix: bytes
-) -> dict[bytes, tuple[int, Lease]]:
-    leases: dict[bytes, tuple[int, Lease]] = {}
+    kafka: KafkaConnection, topic: str, partition: int, prefix: bytes, since: _Leases | None
+) -> _Leases:
+    leases = {} if since is None else dict(since.leases)
     consumer = kafka.reader()
     try:
-        _, messages = scan(consumer, topic, [partition], _TIMEOUT_S)
-        for message in messages:
+        low, high = watermark_offsets(consumer, TopicPartition(topic, partition), _TIMEOUT_S)
+        start = low if since is None else max(low, since.end)
+        for message in scan_ranges(consumer, topic, partition, [(start, high)], _TIMEOUT_S):
             key, value = message.key(), message.value()
             if key is None or not key.startswith(prefix):
                 continue
@@ -355,7 +374,7 @@ def _read_once(
                 leases[key] = (message.offset() or 0, Lease.model_validate_json(value))
     finally:
         consumer.close()
-    return leases
+    return _Leases(leases, max(high, start))
 
 
 def _fence_key(run_key: RunKey, token: str) -> bytes:

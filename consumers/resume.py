@@ -8,6 +8,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -21,7 +22,7 @@ from resultlog.consumers._scan import scan_ranges, watermark_offsets
 from resultlog.consumers.dlq import reason_kind
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution, RunFold
-from resultlog.consumers.work import WorkProgress
+from resultlog.consumers.work import WorkProgress, run_tasks
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
     ConfigurationError,
@@ -418,7 +419,10 @@ def run_status(
     With chunk tasks of the run on the work topic, it also says which chunks the worker
     `group` (default: the settings' work group) has done, is running, or has yet to start.
     """
-    loaded = read_run_views(kafka, run_key)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        tasks = pool.submit(run_tasks, kafka, run_key)  # the work topic, read beside the run
+        loaded = read_run_views(kafka, run_key)
+        found = tasks.result()
     folded = RunFold(run_key)
     for view in loaded.records:
         folded.offer(Contribution.of(view))
@@ -445,7 +449,7 @@ def run_status(
         configs=len({record.config_fingerprint for record in configured}),
         unconfigured=len(loaded.records) - len(configured),
         chunks=WorkProgress.read(
-            kafka, run_key, loaded.records, group or kafka.settings.work_group
+            kafka, run_key, loaded.records, group or kafka.settings.work_group, found
         ),
     )
 

@@ -38,9 +38,11 @@ __all__ = [
     "ChunkProgress",
     "ChunkState",
     "LocatedTask",
+    "RunTasks",
     "WorkProgress",
     "dead_lettered",
     "read_run_tasks",
+    "run_tasks",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,12 +101,16 @@ class WorkProgress:
         run_key: RunKey,
         records: Sequence[SampleResult | FoldView],
         group: str,
+        tasks: RunTasks | None = None,
     ) -> WorkProgress | None:
-        """The run's chunk progress; None when it has no task (or there is no work topic)."""
-        try:
-            located, undecodable = read_run_tasks(kafka, run_key)
-        except KafkaClientError:  # no work topic: the run was never distributed
+        """The run's chunk progress; None when it has no task (or there is no work topic).
+
+        `tasks`: what `run_tasks` found, if it was read already (beside the run's records).
+        """
+        found = run_tasks(kafka, run_key) if tasks is None else tasks
+        if found.missing:  # no work topic: the run was never distributed
             return None
+        located, undecodable = found.located, found.undecodable
         if not located:
             return cls(group, (), undecodable) if undecodable else None
         newest = _newest_per_chunk(located)
@@ -124,6 +130,22 @@ class WorkProgress:
             for item in newest
         )
         return cls(group, chunks, undecodable)
+
+
+class RunTasks(NamedTuple):
+    """The run's tasks on the work topic, and how many values there were undecodable."""
+
+    located: list[LocatedTask]
+    undecodable: int
+    missing: bool = False  # there is no work topic
+
+
+def run_tasks(kafka: KafkaConnection, run_key: RunKey) -> RunTasks:
+    """`read_run_tasks`, or `missing` when there is no work topic."""
+    try:
+        return RunTasks(*read_run_tasks(kafka, run_key))
+    except KafkaClientError:
+        return RunTasks([], 0, missing=True)
 
 
 def read_run_tasks(

@@ -7,27 +7,33 @@ if __name__ != "resultlog.producer":
         f"import resultlog.producer, not {__name__} (the folder producer/ is resultlog.producer)"
     )
 
-from resultlog.producer._config import ConfigChangedError, RunConfig, check_config, run_config
-from resultlog.producer.context import SampleContext, current_sample, sample_scope
-from resultlog.producer.datasets import (
-    Benchmark,
-    Sample,
-    StaticBenchmark,
-    arith,
-    load_jsonl,
-    resolve_benchmark,
-)
-from resultlog.producer.errors import (
-    BenchmarkError,
-    ModelError,
-    PersistenceError,
-    ProducerError,
-    SolverError,
-    UnansweredError,
-)
-from resultlog.producer.model_client import Completion, ModelClient
-from resultlog.producer.runner import Progress, RunResult, Solver, model_solver, run_benchmark
-from resultlog.producer.store import KafkaResultStore, NoopResultStore, ResultStore
+from typing import TYPE_CHECKING
+
+from resultlog._lazy import lazy_exports
+
+# Each name is imported where it is first used (resultlog._lazy): these imports say from where.
+if TYPE_CHECKING:
+    from resultlog.producer._config import ConfigChangedError, RunConfig, check_config, run_config
+    from resultlog.producer.context import SampleContext, current_sample, sample_scope
+    from resultlog.producer.datasets import (
+        Benchmark,
+        Sample,
+        StaticBenchmark,
+        arith,
+        load_jsonl,
+        resolve_benchmark,
+    )
+    from resultlog.producer.errors import (
+        BenchmarkError,
+        ModelError,
+        PersistenceError,
+        ProducerError,
+        SolverError,
+        UnansweredError,
+    )
+    from resultlog.producer.model_client import Completion, ModelClient
+    from resultlog.producer.runner import Progress, RunResult, Solver, model_solver, run_benchmark
+    from resultlog.producer.store import KafkaResultStore, NoopResultStore, ResultStore
 
 __all__ = [
     "Benchmark",
@@ -60,3 +66,5 @@ __all__ = [
     "run_config",
     "sample_scope",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -50,6 +50,8 @@ async def persist_degraded(
 ) -> DegradedWrites:
     """Write the degraded records, one at a time, never over a completed one."""
     records = sorted(records, key=lambda record: (record.sample_index, record.epoch))
+    if not records:  # nothing to write: no read of the log either
+        return DegradedWrites()
     if not isinstance(store, HistoryStore):  # a store of one writer: nothing can interleave
         for record in records:
             await policy.write(store, record)

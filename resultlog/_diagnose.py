@@ -13,7 +13,6 @@ import ssl
 from pathlib import Path
 
 from confluent_kafka import KafkaError
-from cryptography import x509
 
 from resultlog.settings import Settings
 
@@ -74,6 +73,8 @@ def diagnose_tls(settings: Settings, errors: list[KafkaError]) -> str | None:
 
 def _issuer(path: str) -> str:
     """The issuer of the first certificate in a PEM file, as people read it."""
+    from cryptography import x509  # only for a failed TLS handshake
+
     try:
         certificate = x509.load_pem_x509_certificates(Path(path).read_bytes())[0]
     except (OSError, ValueError, IndexError):

@@ -10,15 +10,14 @@ from __future__ import annotations
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.x509.oid import NameOID
+if TYPE_CHECKING:  # imported where a file is checked: most commands name no TLS file
+    from cryptography import x509
 
 __all__ = ["PemError", "check_ca", "check_client_pair", "check_private", "common_name"]
 
 _GROUP_OR_OTHER = stat.S_IRWXG | stat.S_IRWXO
-_SPKI = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 class PemError(ValueError):
@@ -40,6 +39,8 @@ def check_client_pair(
     password: str | None,
 ) -> None:
     """The client certificate is valid now, and the key is private, readable and matches it."""
+    from cryptography.hazmat.primitives import serialization
+
     certificate = _certificates(certificate_setting, certificate_path)[0]
     ends = certificate.not_valid_after_utc
     if ends <= _now():
@@ -54,7 +55,8 @@ def check_client_pair(
         raise PemError(
             f"{key_setting} {key_path} is not a PEM private key (or the password is wrong)"
         ) from None
-    if key.public_key().public_bytes(*_SPKI) != certificate.public_key().public_bytes(*_SPKI):
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if key.public_key().public_bytes(*spki) != certificate.public_key().public_bytes(*spki):
         raise PemError(
             f"{key_setting} {key_path} does not match the certificate {certificate_path}"
         )
@@ -68,12 +70,17 @@ def check_private(setting: str, path: str) -> None:
 
 def common_name(path: str) -> str | None:
     """The CN of the first certificate in a PEM file (None without one)."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
     certificate = x509.load_pem_x509_certificates(Path(path).read_bytes())[0]
     names = certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     return str(names[0].value) if names else None
 
 
 def _certificates(setting: str, path: str) -> list[x509.Certificate]:
+    from cryptography import x509
+
     data = _read(setting, path)
     try:
         return x509.load_pem_x509_certificates(data)

@@ -13,20 +13,17 @@ import concurrent.futures
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    ResourcePatternType,
-    ResourceType,
-)
+from resultlog.errors import KafkaClientError
 
-from resultlog.kafka import KafkaClientError, KafkaConnection
-from resultlog.settings import Settings
+# The Kafka client is imported by the functions that call Kafka: `resultlog acl --help` (and
+# every other command, which builds the same parser) needs only the roles.
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AclBinding, AclBindingFilter
+
+    from resultlog.kafka import KafkaConnection
+    from resultlog.settings import Settings
 
 __all__ = ["READER_GROUP_PREFIX", "Acl", "Role", "grant", "list_acls", "revoke", "role_acls"]
 
@@ -150,6 +147,14 @@ def revoke(kafka: KafkaConnection, acls: Sequence[Acl]) -> int:
 
 def list_acls(kafka: KafkaConnection, principal: str | None = None) -> list[Acl]:
     """Every ALLOW ACL on topics and groups (of `principal`, if given), sorted."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
     if principal is not None:
         principal = _checked_principal(principal)
     anything: Any = None  # the filter's wildcard, which the type stubs do not allow for
@@ -176,14 +181,25 @@ def _checked_principal(principal: str) -> str:
 
 
 def _binding(acl: Acl) -> AclBinding:
+    from confluent_kafka.admin import AclBinding
+
     return AclBinding(*_fields(acl))
 
 
 def _filter(acl: Acl) -> AclBindingFilter:
+    from confluent_kafka.admin import AclBindingFilter
+
     return AclBindingFilter(*_fields(acl))
 
 
 def _fields(acl: Acl) -> tuple[Any, ...]:
+    from confluent_kafka.admin import (
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
     kind = ResourceType.TOPIC if acl.resource == "topic" else ResourceType.GROUP
     pattern = ResourcePatternType.PREFIXED if acl.prefixed else ResourcePatternType.LITERAL
     operation = AclOperation[acl.operation]
@@ -192,6 +208,8 @@ def _fields(acl: Acl) -> tuple[Any, ...]:
 
 def _acl(binding: AclBinding) -> Acl | None:
     """Our view of a binding; None for what roles never grant (cluster ACLs, DENY, hosts)."""
+    from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
+
     kinds: dict[Any, Resource] = {ResourceType.TOPIC: "topic", ResourceType.GROUP: "group"}
     operations: dict[Any, Operation] = {
         AclOperation.READ: "READ",
@@ -208,6 +226,8 @@ def _acl(binding: AclBinding) -> Acl | None:
 
 def _result(kafka: KafkaConnection, future: concurrent.futures.Future[Any], operation: str) -> Any:
     """A future's result; Kafka's refusal as one line (never its Java request dump)."""
+    from confluent_kafka import KafkaError, KafkaException
+
     try:
         return future.result(timeout=_TIMEOUT_S + 5)
     except concurrent.futures.TimeoutError:

@@ -14,12 +14,14 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
-
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from resultlog.schemas._catalog import SchemaVersion, build_version
 from resultlog.schemas.errors import RegistryError, SchemaError
+
+if TYPE_CHECKING:
+    # Imported where a registry is used: the client library takes a good part of a second.
+    from confluent_kafka.schema_registry import SchemaRegistryClient
 
 COMPATIBILITY = "FULL_TRANSITIVE"
 _NOT_FOUND = 404
@@ -69,6 +71,8 @@ class Registry:
     def from_url(cls, url: str, config: Mapping[str, Any] | None = None) -> Registry:
         """Build a client for a registry URL (`mock://...` gives confluent's in-process mock)."""
         # Retries are ours (below): the client's own would multiply with them.
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
         conf = {"timeout": REQUEST_TIMEOUT_S, "max.retries": 0, **(config or {}), "url": url}
         try:
             client = SchemaRegistryClient.new_client(conf)
@@ -98,6 +102,8 @@ class Registry:
 
     def _register(self, subject: str, version: SchemaVersion) -> int:
         """Pin FULL_TRANSITIVE on the subject, then register the schema."""
+        from confluent_kafka.schema_registry import Schema, SchemaRegistryError
+
         try:
             if self._set_compatibility:
                 self._pin_compatibility(subject)
@@ -119,6 +125,8 @@ class Registry:
 
     def _pin_compatibility(self, subject: str) -> None:
         """Set FULL_TRANSITIVE on the subject (an attempt that timed out may have done it)."""
+        from confluent_kafka.schema_registry import SchemaRegistryError
+
         try:
             self._retrying(
                 f"setting the compatibility of {subject}",
@@ -146,6 +154,8 @@ class Registry:
 
     def _fetch(self, schema_id: int) -> SchemaVersion:
         """Fetch and parse one schema by id."""
+        from confluent_kafka.schema_registry import SchemaRegistryError
+
         try:
             schema = self._retrying(
                 f"looking up schema id {schema_id}", lambda: self._client.get_schema(schema_id)
@@ -173,6 +183,8 @@ class Registry:
     @staticmethod
     def _retrying(what: str, call: Callable[[], T]) -> T:
         """`call()`, retrying transient failures with backoff; the last failure is raised."""
+        from confluent_kafka.schema_registry import SchemaRegistryError
+
         deadline = time.monotonic() + _DEADLINE_S
         attempt = 0
         while True:

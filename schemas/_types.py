@@ -18,12 +18,17 @@ from pydantic import (
     ValidationInfo,
 )
 
+from resultlog.schemas._limits import (
+    FORMAT_VERSION,
+    MAX_COST_USD,
+    MAX_INDEX,
+    MAX_METRIC,
+    MAX_MILLIS,
+    MAX_RECORDS_SUMMED,
+    MAX_TOKENS,
+    SUPPORTED_FORMAT_VERSIONS,
+)
 from resultlog.schemas.runkey import check_run_key_part
-
-FORMAT_VERSION: Final = 1
-"""The record semantics version this code writes and the only one it reads."""
-
-SUPPORTED_FORMAT_VERSIONS: Final = frozenset({FORMAT_VERSION})
 
 _MAX_LONG = 2**63 - 1
 
@@ -69,15 +74,6 @@ def _utc_millis(value: datetime) -> datetime:
 Count = Annotated[int, Strict(), Field(ge=0, le=_MAX_LONG)]
 """A non-negative Avro long; bools and numeric strings are refused."""
 
-# Design rule 9 (docs/design.md): every number a reader sums is bounded so that its sum over 2^31
-# records still fits an Avro long (2^31 x 2^32 = 2^63) or a double with room to spare.
-# Refused when a record is built; dead-lettered as out_of_range when a reader meets one.
-MAX_RECORDS_SUMMED: Final = 2**31
-MAX_INDEX: Final = 2**31 - 1
-MAX_TOKENS: Final = 2**32 - 1
-MAX_MILLIS: Final = 2**32 - 1
-MAX_COST_USD: Final = 1e6
-MAX_METRIC: Final = 1e12
 
 Index = Annotated[int, Strict(), Field(ge=0, le=MAX_INDEX)]
 """A sample index, epoch, dataset size, chunk index or attempt count."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from io import BytesIO
-from typing import Any, Generic, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
 from pydantic import ValidationError
@@ -37,6 +36,9 @@ from resultlog.schemas.errors import (
 )
 from resultlog.schemas.models import SampleResult
 from resultlog.schemas.summary import RunSummary
+
+if TYPE_CHECKING:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
 
 _SHIPPED_V2 = shipped_catalog().get(SAMPLE_RESULT, 2)
 _SHIPPED_V3 = shipped_catalog().get(SAMPLE_RESULT, 3)

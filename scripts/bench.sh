@@ -33,8 +33,8 @@ if $quick; then
   write_args=(--rounds 2)
   rebuild_args=(--records 100000) peer_args=(--records 100000) memory_args=() fold_args=()
   history_args=(--others 0,100000,300000)
-  modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory peer_quix
-    write_path shared_budget history)
+  modules=(cli_startup codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory
+    peer_quix write_path shared_budget history)
   twin_counts="at the same counts (fold memory at 20k records)"
 else
   echo "make bench: about 50 minutes on an idle 2-core machine (100k, 1M and 3M records;" \
@@ -48,8 +48,8 @@ else
   write_args=(--rounds 3 --profile)
   rebuild_args=(--records 100000,1000000) peer_args=(--records 100000) memory_args=() fold_args=()
   history_args=(--others 0,1000000,3000000)
-  modules=(codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory peer_quix
-    write_path shared_budget scale history)
+  modules=(cli_startup codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory
+    peer_quix write_path shared_budget scale history)
   twin_counts="at 100k records only for replay and rebuild (no twin figure at 1M), fold memory \
 at 20k"
 fi

@@ -6,15 +6,21 @@ user message, some wrong, a fixed few a persistent 429 or 500. Tests can overrid
 behaviour per pair and read the request log; `expected_outcome` predicts the default.
 """
 
-from resultlog.producer.offline._app import Behavior, Fault, LoggedRequest
-from resultlog.producer.offline._cli import add_arguments, serve
-from resultlog.producer.offline._model import (
-    Outcome,
-    expected_outcome,
-    generation_id,
-    is_expected_degraded,
-)
-from resultlog.producer.offline._server import ModelServer
+from typing import TYPE_CHECKING
+
+from resultlog._lazy import lazy_exports
+
+# Each name is imported where it is first used (resultlog._lazy): these imports say from where.
+if TYPE_CHECKING:
+    from resultlog.producer.offline._app import Behavior, Fault, LoggedRequest
+    from resultlog.producer.offline._cli import add_arguments, serve
+    from resultlog.producer.offline._model import (
+        Outcome,
+        expected_outcome,
+        generation_id,
+        is_expected_degraded,
+    )
+    from resultlog.producer.offline._server import ModelServer
 
 __all__ = [
     "Behavior",
@@ -28,3 +34,5 @@ __all__ = [
     "is_expected_degraded",
     "serve",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -7,11 +7,13 @@ import asyncio
 import os
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from resultlog._argtypes import bounded
-from resultlog.producer.offline._app import App, Config, State
-from resultlog.producer.offline._http11 import Http11Server, listen
 from resultlog.producer.offline._model import DEFAULT_ERROR_RATE, DEFAULT_SEED, DEFAULT_WRONG_RATE
+
+if TYPE_CHECKING:  # the server is loaded when it serves, not by every command line's parser
+    from resultlog.producer.offline._app import Config
 
 __all__ = ["add_arguments", "serve"]
 
@@ -57,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     """Serve in the foreground until SIGTERM/SIGINT (`resultlog model-server`)."""
+    from resultlog.producer.offline._app import Config
+
     config = Config(args.latency_ms / 1000, args.seed, args.error_rate, args.wrong_rate)
     asyncio.run(_serve_until_signal(args.host, args.port, config, args.port_file, args.request_log))
     return 0
@@ -66,6 +70,9 @@ async def _serve_until_signal(
     host: str, port: int, config: Config, port_file: Path | None, request_log: Path | None
 ) -> None:
     """Serve in the main thread until a termination signal arrives."""
+    from resultlog.producer.offline._app import App, State
+    from resultlog.producer.offline._http11 import Http11Server, listen
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

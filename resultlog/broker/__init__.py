@@ -12,27 +12,33 @@ each other over the client listener as an internal user whose random password li
 the cluster directory (files of mode 0600, as every key file).
 """
 
-from resultlog.broker._cluster import LocalKafka
-from resultlog.broker._jars import (
-    KAFKA_VERSION,
-    fetch_kafka_jars,
-    jar_cache_dir,
-    kafka_manifest,
-    user_cache_dir,
-)
-from resultlog.broker._java import MIN_JAVA, find_java, java_major
-from resultlog.broker._maven import (
-    MAVEN_CENTRAL,
-    Artifact,
-    fetch_artifacts,
-    format_manifest,
-    maven_repository,
-    read_manifest,
-)
-from resultlog.broker._processes import free_port, free_ports
-from resultlog.broker._scram import SCRAM_MECHANISM, sasl_users_from_env
-from resultlog.broker._state import default_kafka_dir
-from resultlog.broker._tls import CA_CERTIFICATE, TlsFiles, ensure_tls_files
+from typing import TYPE_CHECKING
+
+from resultlog._lazy import lazy_exports
+
+# Each name is imported where it is first used (resultlog._lazy): these imports say from where.
+if TYPE_CHECKING:
+    from resultlog.broker._cluster import LocalKafka
+    from resultlog.broker._jars import (
+        KAFKA_VERSION,
+        fetch_kafka_jars,
+        jar_cache_dir,
+        kafka_manifest,
+        user_cache_dir,
+    )
+    from resultlog.broker._java import MIN_JAVA, find_java, java_major
+    from resultlog.broker._maven import (
+        MAVEN_CENTRAL,
+        Artifact,
+        fetch_artifacts,
+        format_manifest,
+        maven_repository,
+        read_manifest,
+    )
+    from resultlog.broker._processes import free_port, free_ports
+    from resultlog.broker._scram import SCRAM_MECHANISM, sasl_users_from_env
+    from resultlog.broker._state import default_kafka_dir
+    from resultlog.broker._tls import CA_CERTIFICATE, TlsFiles, ensure_tls_files
 
 __all__ = [
     "CA_CERTIFICATE",
@@ -59,3 +65,5 @@ __all__ = [
     "sasl_users_from_env",
     "user_cache_dir",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -15,21 +15,14 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-
 from resultlog.errors import BrokerError
+
+if TYPE_CHECKING:  # imported by a download only: the jars are mostly cached
+    import httpx
+    from rich.progress import Progress, TaskID
 
 __all__ = [
     "MAVEN_CENTRAL",
@@ -44,7 +37,7 @@ MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
 # Written last into a complete folder: the digest of the manifest it holds.
 _COMPLETE = ".complete"
 _CHUNK = 1 << 16
-_TIMEOUT = httpx.Timeout(60.0, connect=15.0)
+_TIMEOUT_S, _CONNECT_TIMEOUT_S = 60.0, 15.0
 _SHA256_HEX = 64
 
 
@@ -172,6 +165,17 @@ def _sha256_of(path: Path) -> str:
 
 def _download(artifacts: Sequence[Artifact], staged: Path, what: str) -> None:
     """Download each artifact into `staged`, showing one progress bar; verify each hash."""
+    import httpx
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     repository = maven_repository()
     total = sum(a.size for a in artifacts)
     label = f"downloading {what} ({len(artifacts)} files) from {_shown(repository)}"
@@ -185,7 +189,8 @@ def _download(artifacts: Sequence[Artifact], staged: Path, what: str) -> None:
         console=console,
         disable=not console.is_terminal,
     )
-    with progress, httpx.Client(timeout=_TIMEOUT, follow_redirects=True) as client:
+    timeout = httpx.Timeout(_TIMEOUT_S, connect=_CONNECT_TIMEOUT_S)
+    with progress, httpx.Client(timeout=timeout, follow_redirects=True) as client:
         task = progress.add_task(label, total=total)
         for artifact in artifacts:
             url = f"{repository}/{artifact.path}"
@@ -202,6 +207,8 @@ def _download_one(
     client: httpx.Client, url: str, target: Path, progress: Progress, task: TaskID
 ) -> str:
     """Stream `url` into `target`; its SHA-256."""
+    import httpx
+
     if url.startswith("file://"):
         return _copy_local(url, target, progress, task)
     sha = hashlib.sha256()

@@ -12,15 +12,17 @@ import ssl
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from resultlog._pem import PemError, check_private
 from resultlog.cli._args import run_key_part
 from resultlog.cli._connect import connect
-from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 from resultlog.errors import CliError
-from resultlog.kafka import KafkaConnection
 from resultlog.schemas.errors import ResultLogError
+
+if TYPE_CHECKING:
+    from resultlog.consumers.aggregator import Aggregator, HttpServer
+    from resultlog.kafka import KafkaConnection
 
 __all__ = ["parse_http_address", "register", "serve_aggregator"]
 
@@ -97,6 +99,8 @@ def serve_aggregator(
     announce: Callable[[str], None] | None = None,
 ) -> int:
     """Fold and serve until SIGTERM or SIGINT; `announce` gets the URL once it accepts."""
+    from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
+
     _few_malloc_arenas()
     settings = kafka.settings
     certificate, key = settings.http_tls_certificate, settings.http_tls_key

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from resultlog.kafka import KafkaConnection
-from resultlog.settings import Settings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from resultlog.kafka import KafkaConnection
 
 __all__ = ["connect"]
 
@@ -14,6 +16,9 @@ def connect() -> KafkaConnection:
 
     Use it as a context manager: leaving closes the codec's schema-registry client.
     """
+    from resultlog.kafka import KafkaConnection
+    from resultlog.settings import Settings
+
     kafka = KafkaConnection(Settings())
     try:
         kafka.check_connection()

@@ -11,9 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from resultlog.cli._args import add_run_key, run_key_of
 from resultlog.cli._connect import connect
 from resultlog.errors import CliError
@@ -55,6 +52,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def export_command(args: argparse.Namespace) -> int:
     """Read the runs named, write their table to --out, say what was written."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     try:
         from resultlog import analysis
     except ImportError as exc:

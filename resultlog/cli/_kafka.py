@@ -6,16 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from resultlog.broker import (
-    LocalKafka,
-    default_kafka_dir,
-    ensure_tls_files,
-    jar_cache_dir,
-    sasl_users_from_env,
-)
+from resultlog.broker import default_kafka_dir, jar_cache_dir
 from resultlog.cli._args import port_number
 from resultlog.cli._connect import connect
-from resultlog.topics import ensure_topics
 
 __all__ = ["register"]
 
@@ -105,6 +98,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def up(args: argparse.Namespace) -> int:
     """Start the local broker (harmless when it already runs); print its bootstrap address."""
+    from resultlog.broker import LocalKafka, sasl_users_from_env
+
     users = sasl_users_from_env(args.sasl_user, args.sasl_password_env)
     kafka = LocalKafka(args.dir)
     bootstrap = kafka.up(
@@ -122,6 +117,8 @@ def up(args: argparse.Namespace) -> int:
 
 def issue_cert(args: argparse.Namespace) -> int:
     """Issue a client certificate; print the settings that use it."""
+    from resultlog.broker import LocalKafka
+
     certificate, key = LocalKafka(args.dir).issue_certificate(args.principal, args.out)
     print(f"RESULTLOG_SSL_CERTIFICATE_LOCATION={certificate}")
     print(f"RESULTLOG_SSL_KEY_LOCATION={key}")
@@ -130,6 +127,8 @@ def issue_cert(args: argparse.Namespace) -> int:
 
 def make_certs(args: argparse.Namespace) -> int:
     """Make (or renew) the CA and the broker keystore without starting a broker."""
+    from resultlog.broker import ensure_tls_files
+
     files = ensure_tls_files((args.dir or default_kafka_dir()).resolve(), args.hostname)
     print(f"CA certificate: {files.ca}")
     print(f"broker keystore (key, certificate, CA): {files.keystore}")
@@ -138,6 +137,8 @@ def make_certs(args: argparse.Namespace) -> int:
 
 def down(args: argparse.Namespace) -> int:
     """Stop the local broker."""
+    from resultlog.broker import LocalKafka
+
     kafka = LocalKafka(args.dir)
     print("stopped" if kafka.down() else f"no local Kafka running in {kafka.directory}")
     return 0
@@ -145,6 +146,8 @@ def down(args: argparse.Namespace) -> int:
 
 def topics_create(args: argparse.Namespace) -> int:
     """Create the three topics, or check that the existing ones match the settings."""
+    from resultlog.topics import ensure_topics
+
     with connect() as kafka:
         outcomes = ensure_topics(kafka)
     for outcome in outcomes:

@@ -8,13 +8,8 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pydantic import ValidationError
-
-from resultlog._hotpath import compiled
-from resultlog.broker import KAFKA_VERSION
 from resultlog.cli import (
     _acl,
     _aggregator,
@@ -32,9 +27,7 @@ from resultlog.cli import (
     _worker,
 )
 from resultlog.cli._args import HelpFormatter
-from resultlog.kafka import LIBRDKAFKA_LOGGER
 from resultlog.schemas.errors import ResultLogError
-from resultlog.settings import warn_unknown_variables
 
 __all__ = ["build_parser", "main"]
 
@@ -59,6 +52,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"resultlog: error: {where}{message}\n")
 
 
+class _Version(argparse.Action):
+    """`--version`: what it prints is looked up only when asked (package metadata is slow)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from importlib.metadata import version
+
+        from resultlog._hotpath import compiled
+        from resultlog.broker import KAFKA_VERSION
+
+        fold = "mypyc" if compiled() else "pure Python"
+        local = f"local broker: Apache Kafka {KAFKA_VERSION}"
+        print(f"{_PROG} {version('resultlog')} ({local}; fold: {fold})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
     parser = _Parser(
@@ -70,12 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log more (INFO)")
     parser.add_argument(
-        "--version",
-        action="version",
-        version=(
-            f"%(prog)s {version('resultlog')} (local broker: Apache Kafka {KAFKA_VERSION}; "
-            f"fold: {'mypyc' if compiled() else 'pure Python'})"
-        ),
+        "--version", action=_Version, nargs=0, help="show program's version number and exit"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _command_registrars():
@@ -108,6 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         _configure_logging(args.verbose)
+        # Only now: a command's modules load when it runs (--help and --version need none).
+        from resultlog.settings import warn_unknown_variables
+
         warn_unknown_variables(os.environ)
         handler: Handler = args.handler
         return handler(args)
@@ -115,14 +121,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _quiet_broken_pipe()
     except ResultLogError as exc:
         return _fail(str(exc))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "input"
-        return _fail(f"invalid {where}: {first['msg']}")
     except OSError as exc:  # a file, directory or port the OS refused
         return _fail(_os_error(exc))
     except KeyboardInterrupt:
         return _fail("interrupted", code=130)
+    except Exception as exc:
+        invalid = _invalid(exc)
+        if invalid is None:
+            raise
+        return _fail(invalid)
+
+
+def _invalid(exc: Exception) -> str | None:
+    """One line for settings or input pydantic refused (None: not a ValidationError)."""
+    if "pydantic" not in sys.modules:  # not loaded, so nothing it raised
+        return None
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return None
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "input"
+    return f"invalid {where}: {first['msg']}"
 
 
 def _os_error(exc: OSError) -> str:
@@ -140,6 +160,8 @@ def _quiet_broken_pipe() -> int:
 
 
 def _configure_logging(verbose: bool) -> None:
+    from resultlog.kafka import LIBRDKAFKA_LOGGER
+
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="resultlog: %(levelname)s: %(message)s",

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from resultlog.cli._args import add_run_key, run_key_of
 from resultlog.cli._connect import connect
-from resultlog.consumers import PurgeLeasedError, PurgePlan, execute_purge, plan_purge
 from resultlog.errors import CliError
-from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunKey
+
+if TYPE_CHECKING:
+    from resultlog.consumers import PurgePlan
+    from resultlog.kafka import KafkaConnection
+    from resultlog.schemas import RunKey
 
 __all__ = ["register"]
 
@@ -36,6 +38,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def purge_command(args: argparse.Namespace) -> int:
     """Count, confirm, write the tombstones, wait for their acknowledgement and say so."""
+    from resultlog.consumers import PurgeLeasedError, execute_purge, plan_purge
+
     run_key = run_key_of(args)
     with connect() as kafka:
         plan = plan_purge(kafka, run_key)

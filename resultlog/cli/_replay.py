@@ -5,21 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
-
-from rich.progress import Progress
+from typing import TYPE_CHECKING, Any
 
 from resultlog.cli._args import add_run_key, run_key_of
 from resultlog.cli._connect import connect
-from resultlog.consumers import (
-    ReplayResult,
-    publish_replayed,
-    replay_all,
-    replay_run,
-)
 from resultlog.errors import CliError
-from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunKey, RunSummary
+
+if TYPE_CHECKING:
+    from resultlog.consumers import ReplayResult
+    from resultlog.kafka import KafkaConnection
+    from resultlog.schemas import RunKey, RunSummary
 
 __all__ = ["register"]
 
@@ -36,6 +31,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def replay_command(args: argparse.Namespace) -> int:
     """Recompute one run's summary (or every run's with --all) and print it."""
+    from resultlog.consumers import replay_run
+
     with connect() as kafka:
         if args.all:
             result = _replay_everything(kafka, show=not args.json)
@@ -58,6 +55,8 @@ def replay_command(args: argparse.Namespace) -> int:
 
 def _publish(kafka: KafkaConnection, result: ReplayResult) -> tuple[RunKey, ...]:
     """Publish what may be published; return the runs refused for unreadable records."""
+    from resultlog.consumers import publish_replayed
+
     report = publish_replayed(kafka, result)
     print(report.describe(kafka.summaries_topic), file=sys.stderr)
     return report.unreadable
@@ -82,6 +81,10 @@ def _warn_undecodable(result: ReplayResult) -> None:
 
 
 def _replay_everything(kafka: KafkaConnection, *, show: bool) -> ReplayResult:
+    from rich.progress import Progress
+
+    from resultlog.consumers import replay_all
+
     with Progress(disable=not show, transient=True) as progress:
         task = progress.add_task("replaying", total=None)
 

@@ -9,30 +9,16 @@ import functools
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from resultlog.cli._args import parse_range, positive_int, run_key_part
 from resultlog.cli._connect import connect
-from resultlog.cli._console import ProgressBar, print_summary
-from resultlog.consumers import claim_lease
 from resultlog.errors import CliError
-from resultlog.kafka import KafkaConnection
-from resultlog.producer import (
-    Benchmark,
-    KafkaResultStore,
-    ModelClient,
-    RunConfig,
-    RunResult,
-    UnansweredError,
-    model_solver,
-    offline,
-    resolve_benchmark,
-    run_benchmark,
-    run_config,
-)
-from resultlog.producer.datasets import limit_samples
-from resultlog.producer.offline import ModelServer
 from resultlog.schemas import MAX_COST_USD
+
+if TYPE_CHECKING:
+    from resultlog.kafka import KafkaConnection
+    from resultlog.producer import Benchmark, RunConfig, RunResult
 
 __all__ = [
     "BUDGET_EXIT",
@@ -50,6 +36,8 @@ BUDGET_EXIT = 3
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     """Add `run` and `model-server` to the command line."""
+    from resultlog.producer import offline
+
     run = commands.add_parser(
         "run",
         help="run a benchmark, persisting every (sample, epoch)",
@@ -194,6 +182,8 @@ class _TerminatedError(CliError):
 
 def run_command(args: argparse.Namespace) -> int:
     """Run (or resume) a benchmark and print its summary."""
+    from resultlog.cli._console import print_summary
+
     check_budget(args)
     # Until the event loop takes SIGTERM over (see _run), nothing has started: just stop.
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
@@ -227,6 +217,8 @@ def _budget_stop(result: RunResult, budget_usd: float) -> str:
 
 def config_of(args: argparse.Namespace, benchmark: Benchmark) -> RunConfig:
     """The configuration of the run the command line asks for."""
+    from resultlog.producer import run_config
+
     return run_config(
         benchmark,
         args.model,
@@ -238,6 +230,9 @@ def config_of(args: argparse.Namespace, benchmark: Benchmark) -> RunConfig:
 
 def benchmark_of(args: argparse.Namespace) -> Benchmark:
     """The benchmark named on the command line, limited as asked."""
+    from resultlog.producer import resolve_benchmark
+    from resultlog.producer.datasets import limit_samples
+
     benchmark = resolve_benchmark(args.benchmark)
     try:  # a JSONL benchmark is named after its file: the name must make a run key part
         run_key_part("benchmark name")(benchmark.name)
@@ -280,6 +275,16 @@ def _cancel_on_sigterm() -> asyncio.Event:
 async def _run_to_end(
     args: argparse.Namespace, kafka: KafkaConnection, benchmark: Benchmark
 ) -> RunResult:
+    from resultlog.cli._console import ProgressBar
+    from resultlog.consumers import claim_lease
+    from resultlog.producer import (
+        KafkaResultStore,
+        ModelClient,
+        UnansweredError,
+        model_solver,
+        run_benchmark,
+    )
+
     settings = kafka.settings
     store = KafkaResultStore(kafka)
     try:
@@ -326,6 +331,8 @@ async def _run_to_end(
 @contextlib.contextmanager
 def _endpoint(base_url: str | None) -> Iterator[str]:
     """The model endpoint: the given URL, or an embedded offline server for the run."""
+    from resultlog.producer.offline import ModelServer
+
     if base_url is not None:
         check_base_url(base_url)
         yield base_url

@@ -8,7 +8,6 @@ from typing import Any
 
 from resultlog.cli._args import add_run_key, positive_int, run_key_of, run_key_part
 from resultlog.cli._connect import connect
-from resultlog.consumers import run_status
 
 __all__ = ["register"]
 
@@ -51,6 +50,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def status_command(args: argparse.Namespace) -> int:
     """Print what a re-run would skip and what it would evaluate again."""
+    from resultlog.consumers import run_status
+
     with connect() as kafka:
         view = run_status(kafka, run_key_of(args), args.epochs, args.group).as_json()
     if args.json:

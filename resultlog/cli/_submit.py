@@ -14,9 +14,6 @@ from resultlog.cli._run import (
     check_budget,
     config_of,
 )
-from resultlog.consumers import read_run_records
-from resultlog.producer import check_config
-from resultlog.producer.worker import RunSpec, plan_chunks, submit_chunks
 from resultlog.schemas import MAX_INDEX
 
 __all__ = ["register"]
@@ -39,6 +36,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def submit_command(args: argparse.Namespace) -> int:
     """Validate the run, write one task per chunk, print how many."""
+    from resultlog.consumers import read_run_records
+    from resultlog.producer import check_config
+    from resultlog.producer.worker import RunSpec, plan_chunks, submit_chunks
+
     check_base_url(args.base_url)
     check_budget(args)
     spec = RunSpec(

@@ -14,12 +14,9 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from resultlog.broker import LocalKafka, default_kafka_dir
+from resultlog.broker import default_kafka_dir
 from resultlog.cli._aggregator import parse_http_address, serve_aggregator
 from resultlog.errors import CliError
-from resultlog.kafka import KafkaConnection
-from resultlog.settings import Settings
-from resultlog.topics import ensure_topics
 
 __all__ = ["register"]
 
@@ -68,6 +65,11 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def up_command(args: argparse.Namespace) -> int:
     """Run broker, topics, aggregator and page until a signal; stop what was started here."""
+    from resultlog.broker import LocalKafka
+    from resultlog.kafka import KafkaConnection
+    from resultlog.settings import Settings
+    from resultlog.topics import ensure_topics
+
     directory = (args.dir or default_kafka_dir()).resolve()
     host, port = args.http
     # Any signal that would end the process unwinds as Ctrl-C does, stopping what started.

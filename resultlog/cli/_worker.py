@@ -7,11 +7,13 @@ import contextlib
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from resultlog.cli._args import positive_int, run_key_part
 from resultlog.cli._connect import connect
-from resultlog.producer.worker import ChunkWorker, WorkerOptions
+
+if TYPE_CHECKING:
+    from resultlog.producer.worker import ChunkWorker
 
 __all__ = ["register"]
 
@@ -42,6 +44,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def worker_command(args: argparse.Namespace) -> int:
     """Serve the work topic until SIGTERM/SIGINT (or --max-chunks), then say what was done."""
+    from resultlog.producer.worker import ChunkWorker, WorkerOptions
+
     with connect() as kafka:
         options = WorkerOptions(
             group=args.group or kafka.settings.work_group,

@@ -82,6 +82,6 @@ def test_the_offline_model_exports_the_server_its_behaviours_and_the_cli_hooks()
 
 
 def test_importing_the_producer_loads_neither_the_offline_model_nor_h11() -> None:
-    loaded = modules_loaded_by("resultlog.producer")
+    loaded = modules_loaded_by("resultlog.producer", exports=True)
     assert "resultlog.producer" in loaded
     assert {m for m in loaded if m == "h11" or m.startswith("resultlog.producer.offline")} == set()
