@@ -167,6 +167,8 @@ def _leader(admin: AdminClient, settings: Settings, run_key: RunKey) -> int | No
     return None if partition is None or partition.leader < 0 else partition.leader
 
 
+# Three brokers to start, a failover and two runs: 158-400 s here with the 2 cores busy.
+@pytest.mark.timeout(600)
 def test_the_same_on_a_three_broker_cluster_with_a_broker_killed(
     kafka_dir: Path, tmp_path: Path
 ) -> None:
