@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from confluent_kafka import ConsumerGroupState
+from confluent_kafka import Consumer, ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
 from benchmarks._kafka import bootstrap_servers, own_topics, settings_env
@@ -75,10 +75,10 @@ def _settled(settings: Settings, workers: int) -> bool:
     return stable and shared and sum(held) == settings.work_partitions
 
 
-def _done(kafka: KafkaConnection, admin: AdminClient, ends: Counter[int]) -> bool:
+def _done(kafka: KafkaConnection, consumer: Consumer, ends: Counter[int]) -> bool:
     settings = kafka.settings
     committed = kafka.committed_offsets(
-        settings.work_group, settings.work_topic, list(ends), admin=admin
+        settings.work_group, settings.work_topic, list(ends), consumer=consumer
     )
     return all(committed.get(partition, 0) >= end for partition, end in ends.items())
 
@@ -112,11 +112,14 @@ def measure(bootstrap: str, base_url: str, workers: int, args: argparse.Namespac
         tasks = plan_chunks(spec)
         # The topic is fresh: each partition's tasks are all it holds, from offset 0.
         ends = Counter(task.partition(args.partitions) for task in tasks)
-        admin = kafka.admin()
+        offsets = kafka.offsets_consumer(settings.work_group)
         started = time.perf_counter()
         submit_chunks(kafka, tasks)
-        while not _done(kafka, admin, ends):
-            time.sleep(0.1)
+        try:
+            while not _done(kafka, offsets, ends):
+                time.sleep(0.1)
+        finally:
+            offsets.close()
         seconds = time.perf_counter() - started
     finally:
         for process in processes:

@@ -27,7 +27,6 @@ from typing import Any, Self
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Message,
@@ -217,27 +216,36 @@ class KafkaConnection:
         topic: str,
         partitions: list[int],
         *,
-        admin: AdminClient | None = None,
+        consumer: Consumer | None = None,
         timeout_s: float = 15.0,
     ) -> dict[int, int]:
         """The offsets `group_id` has committed on these partitions (absent: none committed).
 
-        Asks through `admin` (a new admin client if None: pass one to ask often).
+        Asks through `consumer` (from `offsets_consumer(group_id)`; a new one if None: pass
+        one to ask often), never through the admin API: librdkafka's ListConsumerGroupOffsets
+        crashes the process with a segmentation fault when the group's coordinator moves
+        (on NOT_COORDINATOR it re-queries the coordinator through the consumer-group handle an
+        admin client does not have; librdkafka issue 5040), as when its broker dies.
         """
         if not partitions:
             return {}
-        wanted = ConsumerGroupTopicPartitions(
-            group_id, [TopicPartition(topic, p) for p in partitions]
-        )
-        admin = admin or self.admin()  # kept referenced: its futures die with it
-        future = admin.list_consumer_group_offsets([wanted], request_timeout=timeout_s)
+        own = consumer is None
+        consumer = consumer or self.offsets_consumer(group_id)
         try:
-            found = future[group_id].result(timeout=timeout_s)
+            wanted = [TopicPartition(topic, p) for p in partitions]
+            found = consumer.committed(wanted, timeout=timeout_s)
         except KafkaException as exc:
             raise KafkaClientError(
                 f"cannot read the offsets of group {group_id} on {topic}: {_reason(exc)}"
             ) from exc
-        return {tp.partition: tp.offset for tp in found.topic_partitions if tp.offset >= 0}
+        finally:
+            if own:
+                consumer.close()
+        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+
+    def offsets_consumer(self, group_id: str) -> Consumer:
+        """A consumer that reads `group_id`'s committed offsets and never joins the group."""
+        return self.group_consumer(group_id, {"enable.auto.commit": False})
 
     def topic_identity(self, topic: str, timeout_s: float = 10.0) -> tuple[str, str]:
         """The cluster ID and the topic's ID: which exact log a topic name means now (a

@@ -5,17 +5,21 @@ asked twice but those the killed worker had in flight, and the summary equals a 
 
 from __future__ import annotations
 
+import multiprocessing
 import signal
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Callable
+from multiprocessing.queues import Queue
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from resultlog.broker import LocalKafka
-from resultlog.kafka import KafkaConnection
+from resultlog.kafka import KafkaClientError, KafkaConnection
 from resultlog.schemas import RunKey, SampleResult, partition_for
 from resultlog.settings import Settings
 from tests.support.audit import report
@@ -163,6 +167,8 @@ def _leader(admin: AdminClient, settings: Settings, run_key: RunKey) -> int | No
     return None if partition is None or partition.leader < 0 else partition.leader
 
 
+# Three brokers to start, a failover and two runs: 158-400 s here with the 2 cores busy.
+@pytest.mark.timeout(600)
 def test_the_same_on_a_three_broker_cluster_with_a_broker_killed(
     kafka_dir: Path, tmp_path: Path
 ) -> None:
@@ -182,3 +188,63 @@ def test_the_same_on_a_three_broker_cluster_with_a_broker_killed(
     )
     assert leader not in admin.list_topics(timeout=10).brokers
     report("workers-cluster-3", killed_broker=leader, **figures)
+
+
+def _coordinator(admin: AdminClient, group: str) -> int | None:
+    """The broker coordinating `group`; None while the cluster cannot say yet."""
+    try:
+        found = admin.describe_consumer_groups([group], request_timeout=10)[group]
+        return int(found.result(timeout=15).coordinator.id)
+    except Exception:  # a fresh cluster still loading its offsets topic
+        return None
+
+
+def _read_offsets_through(settings: Settings, out: Queue[object], seconds: float) -> None:
+    """In a child process: read the work group's committed offsets over and over for
+    `seconds` (saying so after the first answer), then report every answer or failure."""
+    kafka = KafkaConnection(settings)
+    answers: list[object] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            answers.append(
+                kafka.committed_offsets(settings.work_group, settings.work_topic, [0, 1, 2])
+            )
+        except KafkaClientError as exc:
+            answers.append(str(exc))
+        if len(answers) == 1:
+            out.put("reading")
+    out.put(answers)
+
+
+def test_the_work_groups_offsets_are_read_through_a_killed_coordinator(
+    kafka_dir: Path,
+) -> None:
+    """Reading the work group's committed offsets (as `status` and the tests do) while the
+    group's coordinator is killed: the reader rides it out. librdkafka's admin request for
+    them dereferences a consumer-group handle an admin client lacks on NOT_COORDINATOR, and
+    the process died of SIGSEGV; the reader runs in a child process, so that would fail this
+    test alone."""
+    settings = topic_settings(_up_three(kafka_dir), replication_factor=3, min_insync_replicas=2)
+    group = KafkaConnection(settings).offsets_consumer(settings.work_group)
+    group.commit(offsets=[TopicPartition(settings.work_topic, 1, 5)], asynchronous=False)
+    group.close()
+    admin = KafkaConnection(settings).admin()
+    coordinator = wait_for(lambda: _coordinator(admin, settings.work_group), "the coordinator")
+    spawn = multiprocessing.get_context("spawn")  # no librdkafka state forked along
+    answers: Queue[object] = spawn.Queue()
+    reader = spawn.Process(target=_read_offsets_through, args=(settings, answers, 30.0))
+    reader.start()
+    assert answers.get(timeout=120) == "reading"
+    LocalKafka(kafka_dir).stop_node(coordinator, kill=True)
+    reader.join(180)
+    assert reader.exitcode == 0, f"the offsets reader died: exit code {reader.exitcode}"
+    read = answers.get(timeout=10)
+    assert isinstance(read, list) and read[-1] == {1: 5}, read
+    failed = [answer for answer in read if isinstance(answer, str)]
+    report(
+        "group-offsets-coordinator-killed",
+        coordinator=coordinator,
+        reads=len(read),
+        failed=len(failed),
+    )
