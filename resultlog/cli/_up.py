@@ -12,11 +12,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from resultlog.broker import default_kafka_dir
 from resultlog.cli._aggregator import parse_http_address, serve_aggregator
 from resultlog.errors import CliError
+
+if TYPE_CHECKING:
+    from resultlog.broker import LocalKafka
 
 __all__ = ["register"]
 
