@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import ctypes
 import gc
 import signal
-import ssl
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -99,6 +96,8 @@ def serve_aggregator(
     announce: Callable[[str], None] | None = None,
 ) -> int:
     """Fold and serve until SIGTERM or SIGINT; `announce` gets the URL once it accepts."""
+    import asyncio
+
     from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 
     _few_malloc_arenas()
@@ -138,6 +137,8 @@ def _few_malloc_arenas() -> None:
     otherwise get an arena of its own, and memory freed in one is seldom given back: the RSS
     kept a high-water mark that grew with the records read (measured between 30k and 90k
     records: 716 B per record with the default arenas, 580 B with two)."""
+    import ctypes
+
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
         ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 2)
 
@@ -148,6 +149,8 @@ def _check_http_tls(certificate: str | None, key: str | None) -> None:
         return
     if certificate is None or key is None:
         raise CliError("set both RESULTLOG_HTTP_TLS_CERTIFICATE and RESULTLOG_HTTP_TLS_KEY")
+    import ssl
+
     try:
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certificate, key)
     except (OSError, ssl.SSLError) as exc:
@@ -168,6 +171,8 @@ async def _serve(
     announce: Callable[[str], None],
 ) -> None:
     """Serve until SIGTERM or SIGINT (recorded in `stopped_by`) or the aggregator stops."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
 
     def stop(signum: signal.Signals) -> None:
@@ -185,6 +190,8 @@ async def _serve(
 
 async def _announce(server: HttpServer, announce: Callable[[str], None]) -> None:
     """Tell the bound address once uvicorn accepts."""
+    import asyncio
+
     while not server.started:
         await asyncio.sleep(0.01)
     announce(server.url)
