@@ -8,7 +8,7 @@ DOCS_ADDR ?= 127.0.0.1:8000
 # tiers .ci/run starts side by side take about as long (tests/support/fault_table.py agrees).
 FAULT_TIER := faults or slow
 
-.PHONY: help install test test-faults lint format docs demo page page-down bench bench-quick kafka-up kafka-down clean
+.PHONY: help install test test-faults test-containers lint format docs demo page page-down bench bench-quick kafka-up kafka-down clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ test: install ## run the test suite against a real Kafka (RESULTLOG_BOOTSTRAP_SE
 
 test-faults: install ## run the fault-injection tier (restarts, compaction, hostile input)
 	$(BIN)/pytest -m "$(FAULT_TIER)" $(PYTEST_ARGS)
+
+test-containers: install ## the compose stacks and the tests' container broker on Docker (brings an engine and images when missing)
+	bash scripts/test-containers.sh
 
 lint: install ## ruff (lint and format check), mypy, and the docs site built with --strict
 	$(BIN)/ruff check .
