@@ -70,7 +70,7 @@ def _kafka_container() -> tuple[str, DockerContainer]:
         .with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false")
     )
     container.start()
-    wait_for_logs(container, "Kafka Server started", timeout=120)
+    wait_for_logs(container, "Kafka Server started", timeout=300)
     return f"127.0.0.1:{port}", container
 
 
