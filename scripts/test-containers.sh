@@ -21,9 +21,10 @@ work=$(mktemp -d -t resultlog-containers-XXXXXX)
 project=resultlog-test-$$
 dockerd_pid=""
 MODEL=demo/offline-model
-# A representative part of the suite, on the container's broker: producer, consumers,
-# aggregator, CLI and the broker checks (the whole suite takes ~30 minutes on 2 cores).
-CONTAINER_TESTS=${CONTAINER_TESTS:-tests/resultlog/test_roundtrip.py tests/resultlog/test_topics.py tests/resultlog/test_kafka.py tests/producer/test_worker.py tests/consumers/test_aggregator.py tests/consumers/test_ingest.py}
+# A small representative part of the suite on the container's broker: the durable producer's
+# round trip, topic creation and checks, the aggregator's ingest (8 tests; the whole suite
+# takes ~30 minutes on 2 cores, and these took 9 minutes on a machine loaded to 17).
+CONTAINER_TESTS=${CONTAINER_TESTS:-tests/resultlog/test_roundtrip.py tests/resultlog/test_topics.py tests/consumers/test_ingest.py}
 
 say() { printf '\n== %s\n' "$*"; }
 fail() { echo "test-containers: $*" >&2; exit 1; }
@@ -50,7 +51,8 @@ engine_answers() { docker info >/dev/null 2>&1; }
 
 start_dockerd() {
   local driver=$1 log="$work/dockerd-$1.log"
-  dockerd ${driver:+--storage-driver="$driver"} >"$log" 2>&1 &
+  # Ports published without an address (testcontainers' are) go to loopback only.
+  dockerd --ip 127.0.0.1 --storage-driver="$driver" >"$log" 2>&1 &
   dockerd_pid=$!
   for _ in $(seq 60); do
     engine_answers && return 0
