@@ -8,7 +8,7 @@ DOCS_ADDR ?= 127.0.0.1:8000
 # tiers .ci/run starts side by side take about as long (tests/support/fault_table.py agrees).
 FAULT_TIER := faults or slow
 
-.PHONY: help install test test-faults test-ts lint format docs demo page page-down bench bench-quick kafka-up kafka-down clean
+.PHONY: help install test test-faults test-ts test-containers lint format docs demo page page-down bench bench-quick kafka-up kafka-down clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ test-faults: install ## run the fault-injection tier (restarts, compaction, host
 
 test-ts: install ## the TypeScript client: npm ci, then its tests (golden and generated vectors)
 	cd clients/typescript && npm ci --no-audit --no-fund && npm test
+
+test-containers: install ## the compose stacks and the tests' container broker on Docker (brings an engine and images when missing)
+	bash scripts/test-containers.sh
 
 lint: install ## ruff (lint and format check), mypy, and the docs site built with --strict
 	$(BIN)/ruff check .

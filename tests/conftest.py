@@ -32,7 +32,9 @@ hypothesis.settings.load_profile("resultlog")
 if TYPE_CHECKING:
     from testcontainers.core.container import DockerContainer
 
-KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
+# The container path's broker image: RESULTLOG_KAFKA_IMAGE (as the compose files take it, e.g.
+# scripts/images.sh's stand-in), else the official one.
+KAFKA_IMAGE = os.environ.get("RESULTLOG_KAFKA_IMAGE") or f"apache/kafka:{KAFKA_VERSION}"
 
 
 def _docker_answers() -> bool:
@@ -46,7 +48,7 @@ def _docker_answers() -> bool:
 
 
 def _kafka_container() -> tuple[str, DockerContainer]:
-    """Start the official apache/kafka image (KRaft) with its listener on a host port."""
+    """Start KAFKA_IMAGE (KRaft) with its listener on a host port."""
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.waiting_utils import wait_for_logs
 
@@ -68,7 +70,7 @@ def _kafka_container() -> tuple[str, DockerContainer]:
         .with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false")
     )
     container.start()
-    wait_for_logs(container, "Kafka Server started", timeout=120)
+    wait_for_logs(container, "Kafka Server started", timeout=300)
     return f"127.0.0.1:{port}", container
 
 

@@ -14,6 +14,7 @@ set -eu
 : "${EXTERNAL_HOST:=127.0.0.1}"          # how the host reaches it (the published port)
 : "${INTERNAL_PORT:=29092}"
 : "${EXTERNAL_PORT:=9092}"
+: "${EXTERNAL_ADVERTISED_PORT:=$EXTERNAL_PORT}"  # the published port, when it differs
 : "${CONTROLLER_PORT:=9093}"
 : "${TLS_DIR:=/etc/resultlog/tls}"       # ca.pem and broker.pem (key, certificate, CA)
 : "${DATA_DIR:=/tmp/kraft-data}"
@@ -46,7 +47,7 @@ process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$KAFKA_HOST:$CONTROLLER_PORT
 listeners=INTERNAL://0.0.0.0:$INTERNAL_PORT,EXTERNAL://0.0.0.0:$EXTERNAL_PORT,CONTROLLER://0.0.0.0:$CONTROLLER_PORT
-advertised.listeners=INTERNAL://$KAFKA_HOST:$INTERNAL_PORT,EXTERNAL://$EXTERNAL_HOST:$EXTERNAL_PORT
+advertised.listeners=INTERNAL://$KAFKA_HOST:$INTERNAL_PORT,EXTERNAL://$EXTERNAL_HOST:$EXTERNAL_ADVERTISED_PORT
 listener.security.protocol.map=INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=INTERNAL
