@@ -11,7 +11,7 @@ FAULT_TIER := faults or slow
 .PHONY: help install test test-faults test-ts test-containers lint format docs demo page page-down bench bench-quick kafka-up kafka-down clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 # The compiled fold path is built from these (resultlog/_hotpath.py's HOT_MODULES, read with
 # the stdlib alone): a change rebuilds it, else the twins would run (said at INFO).
