@@ -96,5 +96,6 @@ def _line(task: ResumedTask) -> str:
     metrics = ", ".join(f"{name}={value:.4g}" for name, value in sorted(task.metrics.items()))
     return (
         f"{task.run_key}: {task.reused} of {task.expected} pairs reused from the results log; "
-        f"{task.status}; {metrics}; log {task.location}"
+        f"{task.status}; {metrics}; {task.tokens} tokens in the run ({task.session_tokens} "
+        f"in this session's model calls, the figure Inspect shows); log {task.location}"
     )
