@@ -1,9 +1,11 @@
 """A small Inspect AI task to try resultlog's plugin with: eight sums, two epochs.
 
-    inspect eval examples/inspect_arith.py --model openai-api/offline/arith \\
-        --metadata resultlog_run=r1
+    INSPECT_LOG_DIR=/tmp/inspect-logs inspect eval examples/inspect_arith.py \\
+        --model openai-api/offline/arith --metadata resultlog_run=inspect-1
 
-`resultlog model-server` answers it offline (OFFLINE_BASE_URL, OFFLINE_API_KEY).
+`resultlog model-server` answers it offline (OFFLINE_BASE_URL, OFFLINE_API_KEY). Inspect asks
+all 16 pairs at once: to kill the eval part way and resume it, slow the model down
+(`resultlog model-server --latency-ms 1000`) and add `--max-samples 2`.
 """
 
 from inspect_ai import Task, task

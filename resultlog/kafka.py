@@ -389,7 +389,7 @@ class KafkaConnection:
         if down and elapsed >= min(UNREACHABLE_S, timeout_s):
             raise KafkaClientError(
                 f"cannot reach Kafka at {self.servers}: {_connect_reason(down)}; "
-                "check RESULTLOG_BOOTSTRAP_SERVERS"
+                "check RESULTLOG_BOOTSTRAP_SERVERS, or start a local stack with `resultlog up`"
             ) from exc
         if elapsed >= timeout_s:
             raise KafkaClientError(

@@ -11,7 +11,7 @@ from inspect_ai import eval_retry
 from inspect_ai.log import EvalLog
 from inspect_ai.util import LimitExceededError
 
-from resultlog.consumers import read_run_records, run_keys_of
+from resultlog.consumers import read_run_records, replay_run, run_keys_of
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.inspect._errors import InspectPluginError
 from resultlog.producer.inspect._eval_tasks import EvalTask
@@ -34,6 +34,8 @@ class ResumedTask:
     location: str  # Inspect's new log
     metrics: dict[str, float] = field(default_factory=dict)  # "scorer/metric" -> value
     error: str | None = None
+    tokens: int = 0  # the run key's tokens, every durable pair's (what replay says)
+    session_tokens: int = 0  # the tokens of this resume's model calls (what Inspect shows)
 
     @property
     def succeeded(self) -> bool:
@@ -85,7 +87,15 @@ def resume_eval(
             raise InspectPluginError(str(exc).removeprefix("resultlog: ")) from exc
         except Exception as exc:  # Inspect's own: a missing API key, a broken task file...
             raise InspectPluginError(f"Inspect's eval-retry failed: {exc}") from exc
-    return [_resumed(log, eval_log) for log, eval_log in zip(rebuilt, logs, strict=True)]
+    return [
+        _resumed(log, eval_log, _run_tokens(kafka, log.run_key))
+        for log, eval_log in zip(rebuilt, logs, strict=True)
+    ]
+
+
+def _run_tokens(kafka: KafkaConnection, run_key: RunKey) -> int:
+    """The run key's tokens over its durable records, as replay counts them."""
+    return replay_run(kafka, run_key).summaries[run_key].usage.total_tokens
 
 
 def _configs(rebuilt: list[RebuiltLog]) -> dict[RunKey, str]:
@@ -105,7 +115,7 @@ def _unstarted(run_id: str, rebuilt: list[RebuiltLog], log_dir: str) -> list[Reb
     return [rebuild_unstarted(key, task, log, log_dir) for key, (task, log) in missing.items()]
 
 
-def _resumed(rebuilt: RebuiltLog, log: EvalLog) -> ResumedTask:
+def _resumed(rebuilt: RebuiltLog, log: EvalLog, tokens: int) -> ResumedTask:
     metrics = {
         f"{score.name}/{name}": metric.value
         for score in (log.results.scores if log.results else [])
@@ -121,6 +131,8 @@ def _resumed(rebuilt: RebuiltLog, log: EvalLog) -> ResumedTask:
         location=log.location,
         metrics=metrics,
         error=log.error.message if log.error else None,
+        tokens=tokens,
+        session_tokens=sum(usage.total_tokens for usage in log.stats.model_usage.values()),
     )
 
 

@@ -85,7 +85,14 @@ def export_command(args: argparse.Namespace) -> int:
             )
     analysis.write_table(table, args.out, args.format)
     runs = len(table[["run_id", "benchmark_id", "model"]].drop_duplicates())
-    print(
-        f"wrote {len(table)} rows ({args.table} of {runs} run keys) to {args.out}", file=sys.stderr
-    )
+    print(f"wrote {_written(len(table), args.table, runs)} to {args.out}", file=sys.stderr)
     return 0
+
+
+def _written(rows: int, table: str, runs: int) -> str:
+    """What was written, in words: `300 rows (the samples of 1 run key)`."""
+    row_s = "row" if rows == 1 else "rows"
+    key_s = "run key" if runs == 1 else "run keys"
+    if table == "runs":
+        return f"{rows} {row_s} (one per run key)"
+    return f"{rows} {row_s} (the samples of {runs} {key_s})"

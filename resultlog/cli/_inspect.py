@@ -58,7 +58,8 @@ def resume_command(args: argparse.Namespace) -> int:
         from resultlog.producer.inspect import resume_eval
     except ImportError as exc:
         raise CliError(
-            f"the Inspect AI plugin is not installed ({exc}): pip install 'resultlog[inspect]'"
+            f"the Inspect AI plugin is not installed ({exc}): install resultlog with its inspect "
+            "extra, pip install '/path/to/resultlog[inspect]' (a checkout or a wheel)"
         ) from exc
     # With --json, stdout is ours alone: what Inspect prints goes to stderr.
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
@@ -95,5 +96,6 @@ def _line(task: ResumedTask) -> str:
     metrics = ", ".join(f"{name}={value:.4g}" for name, value in sorted(task.metrics.items()))
     return (
         f"{task.run_key}: {task.reused} of {task.expected} pairs reused from the results log; "
-        f"{task.status}; {metrics}; log {task.location}"
+        f"{task.status}; {metrics}; {task.tokens} tokens in the run ({task.session_tokens} "
+        f"in this session's model calls, the figure Inspect shows); log {task.location}"
     )

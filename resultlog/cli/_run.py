@@ -170,14 +170,23 @@ def _budget(text: str) -> float:
 _TERMINATED_EXIT = 128 + signal.SIGTERM
 
 
+# What a shell reports for a process ended by SIGINT (Ctrl-C): 128 + 2.
+_INTERRUPTED_EXIT = 128 + signal.SIGINT
+
+
+def _stopped(by: str) -> str:
+    """The line a run stopped by a signal ends with: what is saved, and how to go on."""
+    return (
+        f"stopped by {by}: the pairs finished before it are durable and none was started "
+        "after it; run the same command to resume"
+    )
+
+
 class _TerminatedError(CliError):
     """The run stopped on SIGTERM."""
 
     def __init__(self) -> None:
-        super().__init__(
-            "stopped by SIGTERM: the pairs finished before it are durable and none was started "
-            "after it; run the same command to resume"
-        )
+        super().__init__(_stopped("SIGTERM"))
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -193,6 +202,9 @@ def run_command(args: argparse.Namespace) -> int:
     except _TerminatedError as exc:
         print(f"resultlog: error: {exc}", file=sys.stderr)
         return _TERMINATED_EXIT
+    except KeyboardInterrupt:
+        print(f"resultlog: error: {_stopped('Ctrl-C (SIGINT)')}", file=sys.stderr)
+        return _INTERRUPTED_EXIT
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.json:

@@ -8,6 +8,7 @@ from typing import Any
 
 from resultlog.cli._args import add_run_key, positive_int, run_key_of, run_key_part
 from resultlog.cli._connect import connect
+from resultlog.errors import CliError
 
 __all__ = ["register"]
 
@@ -52,8 +53,14 @@ def status_command(args: argparse.Namespace) -> int:
     """Print what a re-run would skip and what it would evaluate again."""
     from resultlog.consumers import run_status
 
+    run_key = run_key_of(args)
     with connect() as kafka:
-        view = run_status(kafka, run_key_of(args), args.epochs, args.group).as_json()
+        found = run_status(kafka, run_key, args.epochs, args.group)
+        topic = kafka.results_topic
+    if not found.records and not found.undecodable and found.chunks is None:
+        # A mistyped key or a purged run: zeros would look like a run whose records vanished.
+        raise CliError(f"run {run_key} has no records in {topic}")
+    view = found.as_json()
     if args.json:
         print(json.dumps(view))
         return 0

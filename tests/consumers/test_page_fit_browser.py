@@ -34,6 +34,21 @@ LONG = RunKey("long-" + "r" * 120, "bench-" + "b" * 100, "provider/" + "m" * 150
 # before the run id ("123 · אבג").
 RTL = RunKey("אבג", "123", "demo/model-rtl")
 ROWS = "document.querySelectorAll('tr[data-run]').length"
+# The text of each line a cell's text takes, in order.
+_LINE_TEXTS = """td => {
+    const lines = new Map();
+    const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        for (let i = 0; i < node.data.length; i++) {
+            const range = document.createRange();
+            range.setStart(node, i);
+            range.setEnd(node, i + 1);
+            const top = Math.round(range.getBoundingClientRect().top);
+            lines.set(top, (lines.get(top) || '') + node.data[i]);
+        }
+    }
+    return Array.from(lines.keys()).sort((a, b) => a - b).map(top => lines.get(top));
+}"""
 # The line boxes a cell's text takes (each line of an inline box is one client rect).
 _LINES = """td => {
     const range = document.createRange();
@@ -131,6 +146,33 @@ def test_the_tables_fit_a_1400_px_window_and_long_names_wrap(loaded: str, page: 
     page.screenshot(path=screenshot_path("run-1400"), full_page=True)
 
 
+def test_short_names_stay_whole_and_the_grid_is_explained(loaded: str, page: Page) -> None:
+    # Before, "demo/model-a" wrapped mid-word ("demo/mode" / "l-a") to make room for numbers.
+    page.goto(loaded + "/")
+    page.wait_for_function(f"{ROWS} === 4")
+    row = f"tr[data-run='{run_path(RUN_A)}']"
+    for cell in ("run", "benchmark", "model"):
+        assert page.eval_on_selector(f"{row} td.{cell}", _LINES) == 1, cell
+    page.goto(f"{loaded}/page/run/{run_path(RUN_A)}")
+    page.wait_for_selector("table.epochs")
+    assert page.eval_on_selector("section.summary td.model", _LINES) == 1
+    assert page.inner_text("section.summary td.model") == RUN_A.model
+    legend = page.inner_text("p.grid-legend")
+    assert "its epochs from top to bottom" in legend
+    assert "the number left of a row is the index of its first sample" in legend
+    labels = page.eval_on_selector_all(
+        "svg[aria-label^='samples by epochs'] text", "ts => ts.map(t => t.textContent)"
+    )
+    assert labels == ["0"]  # a few samples: one row, whose first sample is sample 0
+    # In a window too narrow for the names, a short one wraps after its "/", not mid-word.
+    page.set_viewport_size({"width": 700, "height": 900})
+    page.goto(loaded + "/")
+    page.wait_for_function(f"{ROWS} === 4")
+    lines = page.eval_on_selector(f"{row} td.model", _LINE_TEXTS)
+    assert "".join(lines) == RUN_A.model
+    assert lines == ["demo/", "model-a"], lines
+
+
 def test_one_time_zone_said_everywhere(loaded: str, page: Page) -> None:
     page.goto(loaded + "/")
     page.wait_for_function(f"{ROWS} === 4")
@@ -179,7 +221,8 @@ def test_a_right_to_left_name_does_not_reorder_its_neighbours(loaded: str, page:
     page.goto(f"{loaded}/page/run/{run_path(RTL)}")
     page.wait_for_selector("table.epochs")
     assert _left_of(page, "header .title", RTL.run_id, RTL.benchmark_id)
-    assert _left_of(page, "header .title", RTL.benchmark_id, "demo/model-rtl")
+    # "model-rtl": a <wbr> after the "/" splits the name into two text nodes.
+    assert _left_of(page, "header .title", RTL.benchmark_id, "model-rtl")
     page.screenshot(path=screenshot_path("run-rtl"), full_page=True)
 
 

@@ -30,6 +30,22 @@ def test_status_and_purge_take_a_jsonl_benchmark_by_its_path(
     assert json.loads(purged.stdout)["deleted"] == 1
 
 
+def test_status_of_a_key_without_records_is_one_line_not_zeros(settings: Settings) -> None:
+    env = child_env(settings)
+    ran = run_cli(env, "run", "arith", "--model", MODEL, "--run-id", "typo", "--limit", "2")
+    assert ran.returncode == 0, ran.stderr
+    mistyped = ["--run-id", "typo", "--benchmark", "arithh", "--model", MODEL]
+    for extra in ([], ["--json"]):
+        done = run_cli(env, "status", *mistyped, *extra)
+        one_line_error(
+            done, f"run typo / arithh / {MODEL} has no records in {settings.results_topic}"
+        )
+        assert done.returncode == 1 and done.stdout == "", done.stdout
+    found = run_cli(env, "status", "--run-id", "typo", "--benchmark", "arith", "--model", MODEL)
+    assert found.returncode == 0, found.stderr
+    assert " records: 2 " in found.stdout, found.stdout
+
+
 def test_a_misspelled_variable_is_warned_about(tmp_path: Path) -> None:
     env = {"RESULTLOG_BOOTSTRAP_SERVER": "x:1", "PATH": "/usr/bin:/bin"}
     done = run_cli(env, "kafka", "down", "--dir", str(tmp_path))

@@ -189,6 +189,7 @@ def test_unreachable_broker_is_a_clear_error(cli_env: dict[str, str]) -> None:
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach Kafka at 127.0.0.1:1" in lines[0], done.stderr
+    assert lines[0].endswith("start a local stack with `resultlog up`"), done.stderr
 
 
 def test_a_jsonl_file_whose_name_cannot_be_a_run_key_part_is_refused(

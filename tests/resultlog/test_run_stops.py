@@ -49,6 +49,9 @@ def test_a_stopped_run_persists_its_finished_degraded_outcomes(
 
     assert worker.returncode == 128 + signum, err
     assert len(err.strip().splitlines()) == 1, err
+    # The line says what is saved and how to go on.
+    assert "the pairs finished before it are durable" in err, err
+    assert err.strip().endswith("run the same command to resume"), err
     records = {(r.sample_id, r.epoch): r for r in durable(settings, run_key)}
     degraded = {pair: r for pair, r in records.items() if r.degraded}
     assert finished <= degraded.keys(), "a finished degraded outcome was dropped"

@@ -70,7 +70,9 @@ def names(*parts: str) -> str:
 
 
 def _bdi(text: str) -> str:
-    return f"<bdi>{escape(text)}</bdi>"
+    # A name that must wrap breaks after a "/" first (a model's provider/name), before the
+    # CSS's break anywhere: "demo/" + "model", never "demo/mode" + "l".
+    return f"<bdi>{escape(text).replace('/', '/<wbr>')}</bdi>"
 
 
 def shell(
@@ -236,7 +238,10 @@ def run_part(summary: RunSummary, view: RunSamples, others: Sequence[RunKey]) ->
             f"/runs/{path}/samples",
             '<p class="legend"><span class="c">C</span> correct <span class="i">I</span> '
             'incorrect <span class="s">S</span> skipped (degraded) <span class="m"></span> '
-            "not written yet</p>" + grid_note + _svg.sample_grid(view.cells, samples, epochs),
+            "not written yet</p>"
+            + _grid_legend(epochs)
+            + grid_note
+            + _svg.sample_grid(view.cells, samples, epochs),
         ),
         _section("Degraded records", f"/runs/{path}/samples", _degraded(view)),
         _section(
@@ -253,6 +258,20 @@ def run_part(summary: RunSummary, view: RunSamples, others: Sequence[RunKey]) ->
         )
         sections.append(f'<section><h2>Compare with</h2><ul class="others">{links}</ul></section>')
     return "".join(sections)
+
+
+def _grid_legend(epochs: int) -> str:
+    """How to read the grid: what a column, a square and a row's label are."""
+    what = (
+        "A column is a sample, its epochs from top to bottom (epoch 0 first)"
+        if epochs > 1
+        else "A square is a sample"
+    )
+    return (
+        f'<p class="meta grid-legend">{what}; hover a square for its sample id. '
+        f"{_svg.GRID_COLUMNS} samples a row, in dataset order; the number left of a row is "
+        "the index of its first sample.</p>"
+    )
 
 
 def _section(title: str, json_href: str, body: str) -> str:

@@ -10,11 +10,18 @@ from resultlog.consumers.aggregator.web._samples import Cell
 from resultlog.consumers.aggregator.web._stats import Estimate
 from resultlog.schemas import ScoreValue
 
-__all__ = ["MAX_GRID_SAMPLES", "epoch_bars", "interval_plot", "progress_line", "sample_grid"]
+__all__ = [
+    "GRID_COLUMNS",
+    "MAX_GRID_SAMPLES",
+    "epoch_bars",
+    "interval_plot",
+    "progress_line",
+    "sample_grid",
+]
 
 MAX_GRID_SAMPLES = 5000
 _CELL = 9  # px of one (sample, epoch) square, its gap included
-_GRID_COLUMNS = 60  # samples per band
+GRID_COLUMNS = 60  # samples per band
 _MAX_POINTS = 1000  # points of the progress line
 _CLASSES = {ScoreValue.C: "c", ScoreValue.I: "i", ScoreValue.S: "s"}
 
@@ -88,16 +95,16 @@ def sample_grid(cells: Sequence[Cell], samples: Sequence[tuple[int, str]], epoch
     column = {index: position for position, (index, _) in enumerate(shown)}
     by_key = {(cell.sample_index, cell.epoch): cell for cell in cells if cell.in_shape}
     band = epochs * _CELL + 8
-    bands = (len(shown) + _GRID_COLUMNS - 1) // _GRID_COLUMNS
+    bands = (len(shown) + GRID_COLUMNS - 1) // GRID_COLUMNS
     left = 44
     body = []
     for number in range(bands):
-        first = shown[number * _GRID_COLUMNS][0]
+        first = shown[number * GRID_COLUMNS][0]
         body.append(_text(left - 6, number * band + 10, str(first), "end", "small"))
     for index, sample_id in shown:
         position = column[index]
-        x0 = left + (position % _GRID_COLUMNS) * _CELL
-        y0 = (position // _GRID_COLUMNS) * band
+        x0 = left + (position % GRID_COLUMNS) * _CELL
+        y0 = (position // GRID_COLUMNS) * band
         for epoch in range(epochs):
             cell = by_key.get((index, epoch))
             cls = "m" if cell is None else _CLASSES[cell.value]
@@ -109,7 +116,7 @@ def sample_grid(cells: Sequence[Cell], samples: Sequence[tuple[int, str]], epoch
                 f'height="{_CELL - 1}"><title>{escape(sample_id)} epoch {epoch}: '
                 f"{escape(what)}</title></rect>"
             )
-    width = left + min(len(shown), _GRID_COLUMNS) * _CELL + 4
+    width = left + min(len(shown), GRID_COLUMNS) * _CELL + 4
     return _svg(width, max(bands * band, band), body, "samples by epochs: C, I, S")
 
 

@@ -19,3 +19,23 @@ def test_resuming_a_run_without_records_is_a_one_line_error(cli_env: dict[str, s
     assert done.stderr.startswith("resultlog: error: run 'nothing' has no records in ")
     assert "nothing to resume (run the eval again)" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_resume_line_says_whose_tokens_it_counts() -> None:
+    from resultlog.cli._inspect import _line
+    from resultlog.producer.inspect import ResumedTask
+    from resultlog.schemas import RunKey
+
+    task = ResumedTask(
+        RunKey("r", "arith", "openai-api/offline/arith"),
+        reused=4,
+        expected=16,
+        status="success",
+        location="logs/x.eval",
+        metrics={"match/accuracy": 0.75},
+        tokens=208,
+        session_tokens=156,
+    )
+    line = _line(task)
+    assert "4 of 16 pairs reused" in line and "match/accuracy=0.75" in line
+    assert "208 tokens in the run (156 in this session's model calls" in line

@@ -149,6 +149,10 @@ def test_a_killed_eval_resumes_from_the_topic_without_asking_a_durable_pair_agai
     assert resumed.returncode == 0, resumed.stderr
     [task] = json.loads(resumed.stdout)
     assert (task["reused"], task["expected"], task["status"]) == (len(durable), 16, "success")
+    # The run's tokens, as replay counts them, and apart this session's (Inspect shows those).
+    replayed = replay_run(KafkaConnection(settings), run_key("crash")).summaries[run_key("crash")]
+    assert task["tokens"] == replayed.usage.total_tokens
+    assert 0 < task["session_tokens"] < task["tokens"]
     assert not asked_again & durable
     assert asked_again | durable == ALL_PAIRS
     writes = writes_per_key(settings, "crash")

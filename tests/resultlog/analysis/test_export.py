@@ -27,8 +27,9 @@ def _export(made: Made, *args: str) -> str:
 
 def test_a_parquet_export_reads_back_equal_to_samples_df(made: Made, tmp_path: Path) -> None:
     out = tmp_path / "a.parquet"
-    _export(made, *_A, "--format", "parquet", "--out", str(out))
+    said = _export(made, *_A, "--format", "parquet", "--out", str(out))
     expected = samples_df(*_A[1::2], kafka=made.settings)
+    assert said == f"wrote {len(expected)} rows (the samples of 1 run key) to {out}"
     pd.testing.assert_frame_equal(pq.read_table(out).to_pandas(), expected)
 
 
@@ -37,11 +38,14 @@ def test_an_export_of_every_run_reads_back_equal(made: Made, tmp_path: Path) -> 
     said = _export(made, "--all", "--full", "--format", "parquet", "--out", str(out))
     expected = samples_df(full=True, kafka=made.settings)
     assert set(expected["run_id"]) == {run.run_id for run in made.runs}
-    assert said == f"wrote {len(expected)} rows (samples of {len(made.runs)} run keys) to {out}"
+    assert len(made.runs) > 1
+    assert said == f"wrote {len(expected)} rows (the samples of {len(made.runs)} run keys) to {out}"
     pd.testing.assert_frame_equal(pq.read_table(out).to_pandas(), expected)
     runs = tmp_path / "runs.parquet"
-    _export(made, "--all", "--table", "runs", "--format", "parquet", "--out", str(runs))
-    pd.testing.assert_frame_equal(pq.read_table(runs).to_pandas(), runs_df(kafka=made.settings))
+    said = _export(made, "--all", "--table", "runs", "--format", "parquet", "--out", str(runs))
+    every_run = runs_df(kafka=made.settings)
+    assert said == f"wrote {len(every_run)} rows (one per run key) to {runs}"
+    pd.testing.assert_frame_equal(pq.read_table(runs).to_pandas(), every_run)
 
 
 def test_csv_and_jsonl_exports_hold_the_same_rows(made: Made, tmp_path: Path) -> None:
@@ -94,3 +98,11 @@ def test_without_the_analysis_extra_export_says_what_to_install(tmp_path: Path) 
     line = one_line_error(run_cli(env, "export", *args))
     assert "pip install 'resultlog[analysis]'" in line and "pandas" in line
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_the_written_line_counts_in_words() -> None:
+    from resultlog.cli._export import _written
+
+    assert _written(1, "samples", 1) == "1 row (the samples of 1 run key)"
+    assert _written(300, "samples", 2) == "300 rows (the samples of 2 run keys)"
+    assert _written(1, "runs", 1) == "1 row (one per run key)"
