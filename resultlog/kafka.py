@@ -225,7 +225,7 @@ class KafkaConnection:
         one to ask often), never through the admin API: librdkafka's ListConsumerGroupOffsets
         crashes the process with a segmentation fault when the group's coordinator moves
         (on NOT_COORDINATOR it re-queries the coordinator through the consumer-group handle an
-        admin client does not have; librdkafka issue 5040), as when its broker dies.
+        admin client does not have: a librdkafka defect, open in 2.16), as when its broker dies.
         """
         if not partitions:
             return {}
