@@ -61,10 +61,9 @@ class Settings(BaseSettings):
     """Everything resultlog reads from the environment, validated once."""
 
     # Each field's docstring is its description: the settings reference of the documentation
-    # is made from them (scripts/docs_hooks.py), and a test wants one on every field.
-    model_config = SettingsConfigDict(
-        env_prefix="RESULTLOG_", frozen=True, extra="ignore", use_attribute_docstrings=True
-    )
+    # is made from them (scripts/docs_hooks.py reads them from this source), and a test wants
+    # one on every field.
+    model_config = SettingsConfigDict(env_prefix="RESULTLOG_", frozen=True, extra="ignore")
 
     bootstrap_servers: str = "127.0.0.1:9092"
     """Kafka's bootstrap servers, `HOST:PORT[,HOST:PORT...]`."""

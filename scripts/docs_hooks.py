@@ -9,7 +9,10 @@ marker the build does not know fails it. mkdocs.yml names this file under `hooks
 from __future__ import annotations
 
 import argparse
+import ast
+import inspect
 import re
+import textwrap
 from collections.abc import Callable, Iterator
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
@@ -18,7 +21,13 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-__all__ = ["cli_reference", "on_page_markdown", "render_markers", "settings_reference"]
+__all__ = [
+    "attribute_docstrings",
+    "cli_reference",
+    "on_page_markdown",
+    "render_markers",
+    "settings_reference",
+]
 
 _UNIONS = (Union, UnionType)
 _MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
@@ -102,15 +111,37 @@ def settings_reference(settings_class: Any = None) -> str:
 
         settings_class = Settings
     prefix = settings_class.model_config.get("env_prefix", "")
+    meanings = attribute_docstrings(settings_class)
     lines = ["| environment variable | type | default | meaning |", "| --- | --- | --- | --- |"]
     for name, field in settings_class.model_fields.items():
         names = _env_names(prefix, name, field)
         kind = _type_name(field)
         lines.append(
             f"| {' or '.join(f'`{env}`' for env in names)} | {_cell(kind)} "
-            f"| {_default(field)} | {_cell(_sentence(field.description or ''))} |"
+            f"| {_default(field)} | {_cell(_sentence(meanings.get(name, '')))} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def attribute_docstrings(cls: type) -> dict[str, str]:
+    """The docstring under each annotated attribute of `cls`, by name, read from its source.
+
+    Pydantic can read them itself (`use_attribute_docstrings`), but then every command pays
+    for parsing the settings' source at start-up: only the documentation needs them.
+    """
+    (node,) = ast.parse(textwrap.dedent(inspect.getsource(cls))).body
+    assert isinstance(node, ast.ClassDef)
+    found = {}
+    for field, after in zip(node.body, node.body[1:], strict=False):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            found[field.target.id] = inspect.cleandoc(after.value.value)
+    return found
 
 
 def _env_names(prefix: str, name: str, field: FieldInfo) -> list[str]:

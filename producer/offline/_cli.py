@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 from pathlib import Path
@@ -59,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     """Serve in the foreground until SIGTERM/SIGINT (`resultlog model-server`)."""
+    import asyncio
+
     from resultlog.producer.offline._app import Config
 
     config = Config(args.latency_ms / 1000, args.seed, args.error_rate, args.wrong_rate)
@@ -70,6 +71,8 @@ async def _serve_until_signal(
     host: str, port: int, config: Config, port_file: Path | None, request_log: Path | None
 ) -> None:
     """Serve in the main thread until a termination signal arrives."""
+    import asyncio
+
     from resultlog.producer.offline._app import App, State
     from resultlog.producer.offline._http11 import Http11Server, listen
 

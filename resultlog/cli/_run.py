@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import functools
 import signal
@@ -17,6 +16,8 @@ from resultlog.errors import CliError
 from resultlog.schemas import MAX_COST_USD
 
 if TYPE_CHECKING:
+    import asyncio
+
     from resultlog.kafka import KafkaConnection
     from resultlog.producer import Benchmark, RunConfig, RunResult
 
@@ -191,6 +192,8 @@ class _TerminatedError(CliError):
 
 def run_command(args: argparse.Namespace) -> int:
     """Run (or resume) a benchmark and print its summary."""
+    import asyncio
+
     from resultlog.cli._console import print_summary
 
     check_budget(args)
@@ -257,6 +260,8 @@ def benchmark_of(args: argparse.Namespace) -> Benchmark:
 
 async def _run(args: argparse.Namespace, kafka: KafkaConnection, benchmark: Benchmark) -> RunResult:
     """The run, stopped on SIGTERM as on SIGINT: no new pair, finished ones flushed."""
+    import asyncio
+
     terminated = _cancel_on_sigterm()
     try:
         return await _run_to_end(args, kafka, benchmark)
@@ -272,6 +277,8 @@ def _raise_terminated(_signum: int, _frame: object) -> None:
 
 def _cancel_on_sigterm() -> asyncio.Event:
     """Cancel the running task on SIGTERM (as asyncio.run does on SIGINT); the event says so."""
+    import asyncio
+
     terminated = asyncio.Event()
     task = asyncio.current_task()
     assert task is not None, "called from a task"
