@@ -30,7 +30,7 @@ from resultlog.schemas import RunKey, partition_for
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
 
-__all__ = ["Timed", "timed_command"]
+__all__ = ["Timed", "median_of", "timed_command", "timed_once"]
 
 MINE = RunKey("bench-startup", "arith", "openai/gpt-4o")
 SAMPLES, EPOCHS = 50, 2
@@ -54,17 +54,24 @@ def timed_command(argv: list[str], env: dict[str, str], repeats: int) -> Timed:
     On a busy machine the wall time mostly measures the wait for a core; the CPU time is what
     the command itself costs, about its wall time on an idle machine.
     """
-    walls, cpus = [], []
-    for attempt in range(repeats + 1):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.perf_counter()
-        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
-        wall = time.perf_counter() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if attempt:
-            walls.append(wall)
-            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return Timed(statistics.median(walls), statistics.median(cpus))
+    timed_once(argv, env)
+    runs = [timed_once(argv, env) for _ in range(repeats)]
+    return median_of(runs)
+
+
+def timed_once(argv: list[str], env: dict[str, str]) -> Timed:
+    """One run of the command: its wall time and the CPU time it used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return Timed(wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+
+
+def median_of(runs: list[Timed]) -> Timed:
+    """The median wall time and the median CPU time of some runs."""
+    return Timed(statistics.median(t.wall for t in runs), statistics.median(t.cpu for t in runs))
 
 
 def _write_run(settings: Settings) -> None:

@@ -24,6 +24,7 @@ TIMEOUT_S = 240.0
 # Module -> (its tiniest arguments that still run it end to end, the Result lines it writes).
 SMOKE: dict[str, tuple[str, int]] = {
     "cli_startup": ("--repeats 1", 2),
+    "one_run_commands": ("--others 2000 --repeats 1", 3),
     "codec": ("-n 200 --repeats 1", 0),  # prints its table only
     "fold_decode": ("-n 200 --repeats 1", 2),
     "replay": ("--records 2000", 1),
