@@ -16,7 +16,8 @@ from typing import Generic, NamedTuple, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from resultlog.consumers._decode import RunViewReader, created_us, decode_value, decode_view
+from resultlog.consumers._decode import created_us, decode_value, decode_view, view_of
+from resultlog.consumers._ingest import Ingestor
 from resultlog.consumers._run_read import index_partition, read_run
 from resultlog.consumers._scan import scan_ranges, watermark_offsets
 from resultlog.consumers.dlq import reason_kind
@@ -173,24 +174,23 @@ def _decode_views(
     partition: int,
     samples: range | None = None,
 ) -> tuple[list[FoldView], Counter[str]]:
-    """`_decode_latest` into fold views, the common record in one pass (`RunViewReader`):
+    """`_decode_latest` into fold views, the common record in one pass (`Ingestor.read`):
     the same views, in the same order, and the same refusals."""
-    reader = RunViewReader(kafka.codec, run_key)
+    ingestor = Ingestor(kafka.codec, kafka.settings.partitions)
+    ingestor.expect(run_key, partition)
     views: list[FoldView] = []
     reasons: Counter[str] = Counter()
     with _building():
         for raw_key, item in latest.items():
-            pair = reader.indexes(raw_key)
-            if pair is not None:
-                if samples is not None and pair[0] not in samples:
-                    continue
-                view = reader.view(pair[0], pair[1], item[1])
-                if view is not None:
-                    views.append(view)
-                    continue
-            view = _decode_one(
-                kafka, raw_key, item, partition, decode_view, samples=samples, why=reasons
-            )
+            prefix = ingestor.read(raw_key, item[1], partition)
+            if prefix is None:
+                view = _decode_one(
+                    kafka, raw_key, item, partition, decode_view, samples=samples, why=reasons
+                )
+            elif samples is None or prefix.sample_index in samples:
+                view = view_of(prefix)
+            else:
+                view = None
             if view is not None:
                 views.append(view)
     return views, reasons
