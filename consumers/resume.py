@@ -17,6 +17,7 @@ from typing import Generic, NamedTuple, TypeVar
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from resultlog.consumers._decode import created_us, decode_value, decode_view, view_of
+from resultlog.consumers._index_check import UnusableIndexError
 from resultlog.consumers._ingest import Ingestor
 from resultlog.consumers._run_read import index_partition, read_run
 from resultlog.consumers._scan import scan_ranges, watermark_offsets
@@ -325,13 +326,13 @@ def run_keys_of(
     try:
         count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
         for partition in range(count):
-            indexed = index_partition(kafka, consumer, partition, timeout_s)
-            if isinstance(indexed, str):
+            try:
+                entries, through = index_partition(kafka, consumer, partition, timeout_s)
+            except UnusableIndexError as exc:
                 which = "every run" if run_id is None else f"run {run_id}"
-                log.info("reading all of %s[%d] for %s: %s", topic, partition, which, indexed)
+                log.info("reading all of %s[%d] for %s: %s", topic, partition, which, exc)
                 found |= _live_run_keys(consumer, topic, partition, None, timeout_s)
                 continue
-            entries, through = indexed
             candidates |= {k for k in map(_prefix_run_key, entries) if k is not None}
             candidates |= _live_run_keys(consumer, topic, partition, through, timeout_s)
     except KafkaException as exc:
