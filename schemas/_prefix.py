@@ -16,6 +16,7 @@ import struct
 from typing import Final
 
 from resultlog.schemas import _limits
+from resultlog.schemas.errors import SchemaError
 
 __all__ = ["FoldPrefix", "Metrics", "read_prefix", "read_rest"]
 
@@ -38,7 +39,7 @@ _MAX_METRIC: Final[float] = _limits.MAX_METRIC
 _METRICS_HELD = 1024  # distinct metric blocks remembered: records of a run repeat a few
 
 
-class _UnsureError(Exception):
+class _UnsureError(SchemaError):
     """Bytes this reader leaves to fastavro."""
 
 
