@@ -68,7 +68,7 @@ class _KnownRun:
         self.run_key = run_key
         self.partition = partition
         self.parts = (run_key.run_id, run_key.benchmark_id, run_key.model)
-        self.size = len(run_key_prefix(run_key))  # of its keys' run key part, with its `/`
+        self.prefix = run_key_prefix(run_key)  # how its keys start (ending in `/`)
         identity = _FORMAT_VERSION_1 + b"".join(map(_avro_string, self.parts))
         self.leads = [(header + identity, v3) for header, v3 in headers.items()]
 
@@ -94,6 +94,7 @@ class Ingestor:
         self._headers = dict(codec.hand_read_headers)
         self._runs: dict[bytes, _KnownRun] = {}
         self._prefix = FoldPrefix()  # read into again and again: nothing holds it
+        self._last: _KnownRun | None = None
 
     def ingest(self, message: Message) -> Ingested:
         """Decode a message's key, then the fold fields of its value, as replay and resume do."""
@@ -125,10 +126,17 @@ class Ingestor:
         return self._prefix
 
     def _known(self, key: bytes, partition: int) -> _KnownRun | None:
-        """The known run of a key's run key part, if met in this partition."""
-        middle = key.rfind(b"/", 0, key.rfind(b"/"))
-        known = self._runs.get(key[:middle]) if middle > 0 else None
-        return known if known is not None and known.partition == partition else None
+        """The known run of a key's run key part, if met in this partition (the last one
+        looked first: a partition's records of one run mostly follow each other). Run key
+        parts hold no `/`, so a key starting with a run's prefix has its run key part."""
+        known = self._last
+        if known is None or not key.startswith(known.prefix):
+            middle = key.rfind(b"/", 0, key.rfind(b"/"))
+            found = self._runs.get(key[:middle]) if middle > 0 else None
+            if found is None:
+                return None
+            known = self._last = found
+        return known if known.partition == partition else None
 
     def _read(self, known: _KnownRun, key: bytes, value: bytes) -> bool:
         """Read the value's fold prefix into the scratch prefix: whether it is the common
@@ -140,8 +148,7 @@ class Ingestor:
                 prefix.run_id, prefix.benchmark_id, prefix.model = known.parts
                 if not (read_rest(prefix, value, len(lead), v3) and prefix.acceptable()):
                     return False
-                tail = indexes_part(prefix.sample_index, prefix.epoch)
-                return len(key) == known.size + len(tail) and key.endswith(tail)
+                return key[len(known.prefix) :] == indexes_part(prefix.sample_index, prefix.epoch)
         return False
 
     def _full(

@@ -50,6 +50,8 @@ def encode_key(run_key: RunKey, sample_index: int, epoch: int) -> bytes:
     return run_key_prefix(run_key) + indexes_part(sample_index, epoch)
 
 
+# Cached: every reader checks each record's key against it, and runs share their indexes.
+@functools.lru_cache(maxsize=1 << 16)
 def indexes_part(sample_index: int, epoch: int) -> bytes:
     """A sample-results key's last two parts, `sample_index/epoch`, as `decode_key` reads them."""
     return b"%d/%d" % (sample_index, epoch)
