@@ -18,15 +18,12 @@ from typing import TYPE_CHECKING
 from resultlog._hotpath import fold_path
 from resultlog._lazy import lazy_exports
 
-# Not lazy: its module has the same name, and once imported it would shadow the function.
-from resultlog.consumers.fold import fold
-
 # Each name is imported where it is first used (resultlog._lazy): these imports say from where.
 if TYPE_CHECKING:
     from resultlog.consumers._scored import SCORER_PREFIX
     from resultlog.consumers.aggregator import Aggregator
     from resultlog.consumers.errors import ConsumerError
-    from resultlog.consumers.fold import RunFold
+    from resultlog.consumers.fold import RunFold, fold_records
     from resultlog.consumers.history import KeyHistory, read_key_histories
     from resultlog.consumers.lease import (
         Lease,
@@ -90,8 +87,8 @@ __all__ = [
     "claim_lease",
     "execute_purge",
     "fence_lease",
-    "fold",
     "fold_path",
+    "fold_records",
     "live_leases",
     "plan_purge",
     "publish_replayed",

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Final, Generic, NamedTuple, TypeVar
 
-from resultlog.schemas import FoldFields, FoldPrefix, FoldView, SampleResult, ScoreValue
+from resultlog.schemas import FoldPrefix, FoldView, SampleResult, ScoreValue
 
 __all__ = [
     "ONE",
@@ -257,37 +257,6 @@ class Contribution:
             record.created_at_ms
             if isinstance(record, FoldView)
             else (record.created_at - _EPOCH) // _MILLISECOND,
-        )
-
-    @classmethod
-    def of_fields(cls, fields: FoldFields) -> Contribution:
-        """The contribution of a record's fold fields (equal to `of` its FoldView)."""
-        usage, score = fields["usage"], fields["score"]
-        tokens, cost = _NO_TOKENS, 0.0
-        if usage is not None:
-            tokens = (
-                usage["input_tokens"],
-                usage["output_tokens"],
-                usage["total_tokens"],
-                usage["reasoning_tokens"],
-            )
-            cost = usage["total_cost"]
-        spent = fields["spent_cost"]
-        metrics = score["metrics"]
-        return Contribution(
-            fields["sample_id"],
-            fields["sample_index"],
-            fields["epoch"],
-            _SCORE_VALUES[score["value"]],
-            score["numeric"],
-            fields["status"] == "degraded",
-            tuple(sorted(metrics.items())) if metrics else (),
-            tokens,
-            cost,
-            cost if spent is None else spent,
-            fields["generation_time_ms"] or 0,
-            shape_of(fields["epochs"], fields["dataset_size"], fields["selected_samples"]),
-            fields["created_at_ms"],
         )
 
     @classmethod

@@ -25,13 +25,26 @@ from resultlog.consumers._index_codec import (
     IndexRecordError,
     decode,
 )
+from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection
 
-__all__ = ["PROBE", "Entry", "checked_entry", "checked_marker", "guarded", "results_log"]
+__all__ = [
+    "PROBE",
+    "Entry",
+    "UnusableIndexError",
+    "checked_entry",
+    "checked_marker",
+    "guarded",
+    "results_log",
+]
 
 log = logging.getLogger(__name__)
 PROBE = 64  # offsets read after each interval's end: a run's record there refutes the entry
 assert PROBE < GAP
+
+
+class UnusableIndexError(ConsumerError):
+    """Why the run index cannot speak for a partition (the reader then reads all of it)."""
 
 
 @dataclass(frozen=True)
@@ -57,40 +70,39 @@ class Entry:
         return i < 0 or offset >= self.intervals[i][1]
 
 
-def results_log(kafka: KafkaConnection, timeout_s: float) -> IndexedLog | str:
-    """The exact results log read now, or why it cannot be told (then no entry is used)."""
+def results_log(kafka: KafkaConnection, timeout_s: float) -> IndexedLog:
+    """The exact results log read now (UnusableIndexError: it cannot be told)."""
     topic = kafka.results_topic
     try:
         cluster_id, topic_id = kafka.topic_identity(topic, timeout_s)
     except KafkaClientError as exc:
-        return f"cannot tell which log {topic} is: {exc}"
+        raise UnusableIndexError(f"cannot tell which log {topic} is: {exc}") from exc
     return IndexedLog(topic, cluster_id, topic_id)
 
 
-def checked_marker(value: bytes, expected: IndexedLog, partition: int, high: int) -> int | str:
-    """A partition's "indexed through", or why it is not to be used."""
+def checked_marker(value: bytes, expected: IndexedLog, partition: int, high: int) -> int:
+    """A partition's "indexed through" (UnusableIndexError: it is not to be used)."""
     record = _ours(value, expected, partition, "indexed-through record")
-    if isinstance(record, str):
-        return record
     if record.through is None:
-        return "an indexed-through record of the wrong kind"
+        raise UnusableIndexError("an indexed-through record of the wrong kind")
     if record.through > high:
-        return f"the index says indexed through {record.through}, past the end ({high})"
+        reason = f"the index says indexed through {record.through}, past the end ({high})"
+        raise UnusableIndexError(reason)
     return record.through
 
 
 def checked_entry(
     value: bytes, expected: IndexedLog, partition: int, high: int, through: int
-) -> Entry | str:
-    """A run's entry with the partition's "indexed through", or why it is not to be used."""
+) -> Entry:
+    """A run's entry with the partition's "indexed through" (UnusableIndexError: it is not
+    to be used)."""
     record = _ours(value, expected, partition, "run index entry")
-    if isinstance(record, str):
-        return record
     if record.intervals is None:
-        return "a run index entry of the wrong kind"
+        raise UnusableIndexError("a run index entry of the wrong kind")
     pairs = record.intervals.pairs()
     if pairs and pairs[-1][1] > high:
-        return f"a run index entry covering offset {pairs[-1][1] - 1}, past the end ({high})"
+        reason = f"a run index entry covering offset {pairs[-1][1] - 1}, past the end ({high})"
+        raise UnusableIndexError(reason)
     return Entry(pairs, through)
 
 
@@ -127,16 +139,18 @@ def _not_given(
             yield message
 
 
-def _ours(value: bytes, expected: IndexedLog, partition: int, what: str) -> IndexRecord | str:
-    """An index record about this results partition of this exact log, or why it is not."""
+def _ours(value: bytes, expected: IndexedLog, partition: int, what: str) -> IndexRecord:
+    """An index record about this results partition of this exact log (UnusableIndexError:
+    it is not)."""
     try:
         record = decode(value)
     except IndexRecordError as exc:
-        return f"unusable {what}: {exc}"
+        raise UnusableIndexError(f"unusable {what}: {exc}") from exc
     if record.partition != partition or record.log.topic != expected.topic:
-        return f"a {what} of {record.log.topic}[{record.partition}]"
+        raise UnusableIndexError(f"a {what} of {record.log.topic}[{record.partition}]")
     if record.log.cluster_id != expected.cluster_id:
-        return f"a {what} of cluster {record.log.cluster_id!r}"
+        raise UnusableIndexError(f"a {what} of cluster {record.log.cluster_id!r}")
     if record.log.topic_id != expected.topic_id:
-        return f"a {what} of topic ID {record.log.topic_id!r}, a topic deleted since"
+        reason = f"a {what} of topic ID {record.log.topic_id!r}, a topic deleted since"
+        raise UnusableIndexError(reason)
     return record

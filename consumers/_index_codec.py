@@ -16,6 +16,7 @@ from typing import Any
 
 import fastavro
 
+from resultlog.consumers.errors import ConsumerError
 from resultlog.schemas import shipped_catalog
 from resultlog.schemas._catalog import RUN_INDEX
 
@@ -42,7 +43,7 @@ _INTERVALS = "resultlog.RunIntervals"
 _MARKER = "resultlog.IndexedThrough"
 
 
-class IndexRecordError(ValueError):
+class IndexRecordError(ConsumerError, ValueError):
     """An index record that cannot be decoded or does not hold together."""
 
 

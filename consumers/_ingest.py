@@ -1,11 +1,13 @@
 """Classify results-topic messages: a record, a deletion, or poison (aggregator and replay).
 
-The common message, a v2 or v3 record of a run key met before, is decided in one pass: its key
-is split from the end without decoding the run key again (the run key, its partition and its
+The common message, a v2 or v3 record of a run key met before, is decided in one pass: the
+key's run key part is looked up without decoding it again (the run key, its partition and its
 values' leading bytes are remembered per key prefix), its value must start with those bytes
-(framing, format version and the run key's three parts, exactly as the key names them), and
-its fold prefix is read by hand and checked. Anything else takes the full path (`decode_key`,
+(framing, format version and the run key's three parts, exactly as the key names them), its
+fold prefix is read by hand and checked, and the key must end with the prefix's indexes as
+`encode_key` writes them. Anything else takes the full path (`decode_key`,
 `decode_contribution`), which accepts the same records and says why it refuses the others.
+Resume reads a run's fold views through the same pass (`Ingestor.read`).
 """
 
 from __future__ import annotations
@@ -26,17 +28,14 @@ from resultlog.schemas import (
     RecordId,
     RunKey,
     decode_key,
+    indexes_part,
     partition_for,
     run_key_prefix,
 )
 from resultlog.schemas._prefix import FoldPrefix, read_rest
 
-__all__ = ["Ingested", "Ingestor", "Poison", "ingest"]
+__all__ = ["Ingested", "Ingestor", "Poison"]
 
-_SLASH: Final = 0x2F
-_ZERO: Final = 0x30
-_NINE: Final = 0x39
-_MAX_DIGITS: Final = 18  # a canonical index below 10**18 fits a long (decode_key's fast rule)
 _RUNS_HELD: Final = 4096
 _FORMAT_VERSION_1: Final = b"\x02"  # the zig-zag varint of format_version 1
 
@@ -69,6 +68,7 @@ class _KnownRun:
         self.run_key = run_key
         self.partition = partition
         self.parts = (run_key.run_id, run_key.benchmark_id, run_key.model)
+        self.prefix = run_key_prefix(run_key)  # how its keys start (ending in `/`)
         identity = _FORMAT_VERSION_1 + b"".join(map(_avro_string, self.parts))
         self.leads = [(header + identity, v3) for header, v3 in headers.items()]
 
@@ -94,6 +94,7 @@ class Ingestor:
         self._headers = dict(codec.hand_read_headers)
         self._runs: dict[bytes, _KnownRun] = {}
         self._prefix = FoldPrefix()  # read into again and again: nothing holds it
+        self._last: _KnownRun | None = None
 
     def ingest(self, message: Message) -> Ingested:
         """Decode a message's key, then the fold fields of its value, as replay and resume do."""
@@ -105,36 +106,50 @@ class Ingestor:
                 return decided
         return self._full(message, partition, offset, key, value)
 
-    def ingest_all(self, messages: list[Message]) -> list[Ingested]:
-        """`ingest` of each message, in order."""
-        return [self.ingest(message) for message in messages]
-
     def _fast(self, key: bytes, value: bytes, partition: int, offset: int) -> Ingested | None:
         """The message decided in one pass, if it is the common case (None: take the full path)."""
-        end = len(key)
-        epoch, middle = _index_before(key, end)
-        sample_index, middle = _index_before(key, middle)
-        if middle <= 0:
+        known = self._known(key, partition)
+        if known is None or not self._read(known, key, value):
             return None
-        known = self._runs.get(key[:middle])
-        if known is None or known.partition != partition:
+        prefix = self._prefix
+        record_id = RecordId(known.run_key, prefix.sample_index, prefix.epoch)
+        contribution = Contribution.of_prefix(prefix)
+        return Ingested(partition, offset, key, value, record_id, contribution, None)
+
+    def read(self, key: bytes, value: bytes, partition: int) -> FoldPrefix | None:
+        """The checked fold prefix of a common message (a record of a run key met before or
+        expected, in its partition), read in one pass; None: the full path decides. The
+        prefix is read into again by the next call: take what it holds first."""
+        known = self._known(key, partition)
+        if known is None or not self._read(known, key, value):
             return None
+        return self._prefix
+
+    def _known(self, key: bytes, partition: int) -> _KnownRun | None:
+        """The known run of a key's run key part, if met in this partition (the last one
+        looked first: a partition's records of one run mostly follow each other). Run key
+        parts hold no `/`, so a key starting with a run's prefix has its run key part."""
+        known = self._last
+        if known is None or not key.startswith(known.prefix):
+            middle = key.rfind(b"/", 0, key.rfind(b"/"))
+            found = self._runs.get(key[:middle]) if middle > 0 else None
+            if found is None:
+                return None
+            known = self._last = found
+        return known if known.partition == partition else None
+
+    def _read(self, known: _KnownRun, key: bytes, value: bytes) -> bool:
+        """Read the value's fold prefix into the scratch prefix: whether it is the common
+        record of `key` (known's leading bytes, acceptable, the key's indexes)."""
         for lead, v3 in known.leads:
             if value.startswith(lead):
                 prefix = self._prefix
                 prefix.format_version = 1
                 prefix.run_id, prefix.benchmark_id, prefix.model = known.parts
-                if (
-                    not read_rest(prefix, value, len(lead), v3)
-                    or prefix.sample_index != sample_index
-                    or prefix.epoch != epoch
-                    or not prefix.acceptable()
-                ):
-                    return None
-                record_id = RecordId(known.run_key, sample_index, epoch)
-                contribution = Contribution.of_prefix(prefix)
-                return Ingested(partition, offset, key, value, record_id, contribution, None)
-        return None
+                if not (read_rest(prefix, value, len(lead), v3) and prefix.acceptable()):
+                    return False
+                return key[len(known.prefix) :] == indexes_part(prefix.sample_index, prefix.epoch)
+        return False
 
     def _full(
         self, message: Message, partition: int, offset: int, key: bytes | None, value: bytes | None
@@ -153,7 +168,7 @@ class Ingestor:
                 f"record of {record_id.run_key} is in partition {partition}, expected {expected}"
             )
             return Ingested(partition, offset, key, value, None, None, Poison(MISROUTED, reason))
-        self._remember(record_id.run_key, expected)
+        self.expect(record_id.run_key, expected)
         if value is None:
             return Ingested(partition, offset, key, value, record_id, None, None)
         try:
@@ -167,31 +182,11 @@ class Ingestor:
             return Ingested(partition, offset, key, value, record_id, None, poison)
         return Ingested(partition, offset, key, value, record_id, contribution, None)
 
-    def _remember(self, run_key: RunKey, partition: int) -> None:
-        """Keep a run key that decoded in full, for the one-pass path of its next records."""
+    def expect(self, run_key: RunKey, partition: int) -> None:
+        """Take `run_key`'s records in `partition` in one pass from now on (a run key that
+        decoded in full, or the one run a reader reads)."""
         prefix = run_key_prefix(run_key)[:-1]
         if prefix not in self._runs:
             if len(self._runs) >= _RUNS_HELD:
                 self._runs.clear()
             self._runs[prefix] = _KnownRun(run_key, partition, self._headers)
-
-
-def _index_before(key: bytes, end: int) -> tuple[int, int]:
-    """The canonical decimal index ending at `end` (after a `/`), and where its `/` is;
-    (0, -1) when there is none (then the key takes the full path)."""
-    value, start = 0, end
-    while start > 0 and _ZERO <= key[start - 1] <= _NINE:
-        start -= 1
-    digits = end - start
-    if digits == 0 or digits > _MAX_DIGITS or start == 0 or key[start - 1] != _SLASH:
-        return 0, -1
-    if digits > 1 and key[start] == _ZERO:
-        return 0, -1  # a leading zero: not canonical
-    for index in range(start, end):
-        value = value * 10 + key[index] - _ZERO
-    return value, start - 1
-
-
-def ingest(message: Message, codec: Codec, num_partitions: int) -> Ingested:
-    """Decode one message's key, then the fold fields of its value (see Ingestor)."""
-    return Ingestor(codec, num_partitions).ingest(message)

@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from resultlog.consumers._index_check import (
     Entry,
+    UnusableIndexError,
     checked_entry,
     checked_marker,
     guarded,
@@ -102,16 +103,19 @@ def read_run(kafka: KafkaConnection, run_key: RunKey, timeout_s: float) -> Itera
         if high <= low:
             yield RunRead(partition, high, iter(()), guided=True)
             return
-        found = index_ranges(
-            kafka, planner, run_key, partition, bounds=(low, high), timeout_s=timeout_s
-        )
-        if isinstance(found, str):
-            log.info("reading all of %s[%d] for %s: %s", topic, partition, run_key, found)
+        guide: tuple[Entry, list[tuple[int, int]]] | None = None
+        try:
+            guide = index_ranges(
+                kafka, planner, run_key, partition, bounds=(low, high), timeout_s=timeout_s
+            )
+        except UnusableIndexError as exc:
+            log.info("reading all of %s[%d] for %s: %s", topic, partition, run_key, exc)
+        if guide is None:
             reader = kafka.reader(one_run_reader(high - low))
             messages = scan_ranges(reader, topic, partition, [(low, high)], timeout_s)
             yield RunRead(partition, high, messages, guided=False)
             return
-        entry, ranges = found
+        entry, ranges = guide
         reader = kafka.reader(one_run_reader(sum(end - start for start, end in ranges)))
         consumer = reader  # not Optional: the fallback below reads on with it
 
@@ -136,24 +140,19 @@ def index_ranges(
     *,
     bounds: tuple[int, int],
     timeout_s: float,
-) -> tuple[Entry, list[tuple[int, int]]] | str:
-    """The run's checked index entry and the offset ranges of the partition to read for it,
-    or why the index cannot say (then read everything). `bounds`: the partition's low and
-    high watermarks."""
+) -> tuple[Entry, list[tuple[int, int]]]:
+    """The run's checked index entry and the offset ranges of the partition to read for it
+    (UnusableIndexError: the index cannot say, read everything). `bounds`: the partition's
+    low and high watermarks."""
     expected = results_log(kafka, timeout_s)
-    if isinstance(expected, str):
-        return expected
     low, high = bounds
-    found = index_partition(kafka, consumer, partition, timeout_s, expected=expected, high=high)
-    if isinstance(found, str):
-        return found
-    entries, through = found
+    entries, through = index_partition(
+        kafka, consumer, partition, timeout_s, expected=expected, high=high
+    )
     value = entries.get(run_key_prefix(run_key))
     if value is None:
-        return "no run index entry"
+        raise UnusableIndexError("no run index entry")
     entry = checked_entry(value, expected, partition, high, through)
-    if isinstance(entry, str):
-        return entry
     return entry, _merged(entry.ranges(low, high))
 
 
@@ -165,24 +164,22 @@ def index_partition(
     *,
     expected: IndexedLog | None = None,
     high: int | None = None,
-) -> tuple[dict[bytes, bytes], int] | str:
+) -> tuple[dict[bytes, bytes], int]:
     """The raw entries of one index partition by run prefix, and its checked "indexed
-    through"; or why the index cannot say. `expected`: the results log read (asked if None);
-    `high`: the results partition's high watermark (asked if None)."""
+    through" (UnusableIndexError: the index cannot say). `expected`: the results log read
+    (asked if None); `high`: the results partition's high watermark (asked if None)."""
     topic = kafka.index_topic
     entries: dict[bytes, bytes] = {}
     marker: bytes | None = None
     if expected is None:
-        found = results_log(kafka, timeout_s)
-        if isinstance(found, str):
-            return found
-        expected = found
+        expected = results_log(kafka, timeout_s)
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None or not metadata.partitions:
-            return f"no run index topic {topic}"
+            raise UnusableIndexError(f"no run index topic {topic}")
         if partition >= len(metadata.partitions):
-            return f"the run index {topic} has {len(metadata.partitions)} partitions"
+            count = len(metadata.partitions)
+            raise UnusableIndexError(f"the run index {topic} has {count} partitions")
         if high is None:
             results = TopicPartition(kafka.results_topic, partition)
             high = watermark_offsets(consumer, results, timeout_s)[1]
@@ -196,11 +193,10 @@ def index_partition(
             elif key is not None and value is not None:
                 entries[key] = value
     except KafkaException as exc:
-        return f"cannot read the run index: {exc.args[0]}"
+        raise UnusableIndexError(f"cannot read the run index: {exc.args[0]}") from exc
     if marker is None:
-        return "no indexed-through offset in the run index"
-    through = checked_marker(marker, expected, partition, high)
-    return through if isinstance(through, str) else (entries, through)
+        raise UnusableIndexError("no indexed-through offset in the run index")
+    return entries, checked_marker(marker, expected, partition, high)
 
 
 def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -1,4 +1,4 @@
-"""Errors of the reading side: resume, the aggregator and replay."""
+"""The root of the consumers layer's errors (see resultlog.errors for the whole tree)."""
 
 from __future__ import annotations
 
@@ -8,4 +8,5 @@ __all__ = ["ConsumerError"]
 
 
 class ConsumerError(ResultLogError):
-    """Reading the log failed (the broker, a missing topic, a timeout)."""
+    """An error of the consumers layer: reading the log (the broker, a missing topic, a
+    timeout), its leases and purges, the aggregator's state and HTTP API."""

@@ -39,7 +39,7 @@ __all__ = [
     "Samples",
     "Shape",
     "Tokens",
-    "fold",
+    "fold_records",
 ]
 
 _ONE = ONE  # 1.0 as an exact scaled integer
@@ -409,7 +409,7 @@ def _holds(shape: Shape, sample_index: int, epoch: int) -> bool:
     return epoch < shape.epochs and (size is None or sample_index < size)
 
 
-def fold(
+def fold_records(
     records: Iterable[SampleResult | FoldView],
     run_key: RunKey | None = None,
     as_of: AsOf | None = None,

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, Message
 from resultlog.consumers._ingest import Ingested, Ingestor
 from resultlog.consumers._scan import scan
 from resultlog.consumers.errors import ConsumerError
-from resultlog.consumers.fold import RunFold, fold
+from resultlog.consumers.fold import RunFold, fold_records
 from resultlog.consumers.resume import read_run_views_to
 from resultlog.consumers.summaries import SummaryPublisher, latest_summaries
 from resultlog.kafka import KafkaConnection
@@ -53,7 +53,7 @@ def replay_run(kafka: KafkaConnection, run_key: RunKey) -> ReplayResult:
     (views, undecodable, reasons), offsets = read_run_views_to(kafka, run_key)
     as_of = AsOf(computed_at=datetime.now(UTC), source="replay", offsets=offsets)
     result = ReplayResult(records=len(views), undecodable=undecodable, reasons=dict(reasons))
-    result.summaries[run_key] = fold(views, run_key, as_of)
+    result.summaries[run_key] = fold_records(views, run_key, as_of)
     if undecodable:
         result.unreadable.add(run_key)
     return result

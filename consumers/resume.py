@@ -16,7 +16,9 @@ from typing import Generic, NamedTuple, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from resultlog.consumers._decode import RunViewReader, created_us, decode_value, decode_view
+from resultlog.consumers._decode import created_us, decode_value, decode_view, view_of
+from resultlog.consumers._index_check import UnusableIndexError
+from resultlog.consumers._ingest import Ingestor
 from resultlog.consumers._run_read import index_partition, read_run
 from resultlog.consumers._scan import scan_ranges, watermark_offsets
 from resultlog.consumers.dlq import reason_kind
@@ -173,24 +175,23 @@ def _decode_views(
     partition: int,
     samples: range | None = None,
 ) -> tuple[list[FoldView], Counter[str]]:
-    """`_decode_latest` into fold views, the common record in one pass (`RunViewReader`):
+    """`_decode_latest` into fold views, the common record in one pass (`Ingestor.read`):
     the same views, in the same order, and the same refusals."""
-    reader = RunViewReader(kafka.codec, run_key)
+    ingestor = Ingestor(kafka.codec, kafka.settings.partitions)
+    ingestor.expect(run_key, partition)
     views: list[FoldView] = []
     reasons: Counter[str] = Counter()
     with _building():
         for raw_key, item in latest.items():
-            pair = reader.indexes(raw_key)
-            if pair is not None:
-                if samples is not None and pair[0] not in samples:
-                    continue
-                view = reader.view(pair[0], pair[1], item[1])
-                if view is not None:
-                    views.append(view)
-                    continue
-            view = _decode_one(
-                kafka, raw_key, item, partition, decode_view, samples=samples, why=reasons
-            )
+            prefix = ingestor.read(raw_key, item[1], partition)
+            if prefix is None:
+                view = _decode_one(
+                    kafka, raw_key, item, partition, decode_view, samples=samples, why=reasons
+                )
+            elif samples is None or prefix.sample_index in samples:
+                view = view_of(prefix)
+            else:
+                view = None
             if view is not None:
                 views.append(view)
     return views, reasons
@@ -325,13 +326,13 @@ def run_keys_of(
     try:
         count = kafka.partition_count(topic, consumer, timeout_s=timeout_s)
         for partition in range(count):
-            indexed = index_partition(kafka, consumer, partition, timeout_s)
-            if isinstance(indexed, str):
+            try:
+                entries, through = index_partition(kafka, consumer, partition, timeout_s)
+            except UnusableIndexError as exc:
                 which = "every run" if run_id is None else f"run {run_id}"
-                log.info("reading all of %s[%d] for %s: %s", topic, partition, which, indexed)
+                log.info("reading all of %s[%d] for %s: %s", topic, partition, which, exc)
                 found |= _live_run_keys(consumer, topic, partition, None, timeout_s)
                 continue
-            entries, through = indexed
             candidates |= {k for k in map(_prefix_run_key, entries) if k is not None}
             candidates |= _live_run_keys(consumer, topic, partition, through, timeout_s)
     except KafkaException as exc:

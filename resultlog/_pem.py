@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from resultlog.schemas.errors import ResultLogError
+
 if TYPE_CHECKING:  # imported where a file is checked: most commands name no TLS file
     from cryptography import x509
 
@@ -20,7 +22,7 @@ __all__ = ["PemError", "check_ca", "check_client_pair", "check_private", "common
 _GROUP_OR_OTHER = stat.S_IRWXG | stat.S_IRWXO
 
 
-class PemError(ValueError):
+class PemError(ResultLogError, ValueError):
     """A TLS file named by a setting is unusable; the message names the setting."""
 
 

@@ -1,10 +1,71 @@
-"""Errors of the command-line layer (settings, topics, the local broker) and the Kafka boundary."""
+"""Every error resultlog raises on purpose, in one tree rooted at `ResultLogError`.
+
+Catch `ResultLogError` for all of them, or a layer's root for one layer's. A class with a
+second base (a builtin one, or `ConfigurationError`) is caught by that too.
+
+```text
+ResultLogError                      the root (resultlog, resultlog.schemas)
+├── ConfigurationError              settings contradict the topics: stop (resultlog.schemas)
+├── SchemaError                     the contract (resultlog.schemas)
+│   ├── RegistryError               the schema registry failed a request (retryable)
+│   ├── SchemaNotFoundError         the registry has no such schema (also LookupError)
+│   ├── InvalidRunKeyError          a run key part is refused (also ValueError)
+│   └── DecodeError                 bytes that are no record (dead-lettered)
+│       ├── KeyDecodeError
+│       ├── UnknownFormatVersionError
+│       ├── OutOfRangeError
+│       └── UnknownSchemaError
+│           └── RegistryNotConfiguredError  (also ConfigurationError)
+├── ConsumerError                   the reading side (resultlog.consumers)
+│   ├── LeaseError
+│   │   ├── LeaseHeldError
+│   │   └── LeaseLostError
+│   ├── PurgeError
+│   │   └── PurgeLeasedError
+│   ├── SpendLedgerError
+│   ├── UnusableIndexError          the run index cannot speak for a partition
+│   ├── IndexRecordError            (also ValueError)
+│   ├── CheckpointError             (also ValueError)
+│   │   └── OldCheckpointError
+│   ├── StoreFormatError            (also ValueError)
+│   ├── BadRequestError             the HTTP API answers 400 (also ValueError)
+│   └── NotServedError              the HTTP API answers 404 or 503
+├── ProducerError                   the harness worker (resultlog.producer)
+│   ├── PersistenceError
+│   ├── ModelError
+│   ├── SolverError
+│   ├── BenchmarkError
+│   ├── UnansweredError
+│   ├── ConfigChangedError
+│   ├── LeaseTakenOverError
+│   ├── WorkError
+│   ├── RescoreError
+│   ├── InspectPluginError
+│   └── LmEvalError
+│       └── LmEvalBudgetError
+├── AnalysisError                   resultlog.analysis
+├── KafkaClientError                the Kafka boundary (resultlog.kafka)
+│   └── TopicLayoutError            (also ConfigurationError)
+├── PemError                        a TLS file a setting names (also ValueError)
+└── CliError                        the command line
+    ├── BrokerError
+    └── TopicError
+```
+"""
 
 from __future__ import annotations
 
 from resultlog.schemas.errors import ConfigurationError, ResultLogError
 
-__all__ = ["BrokerError", "CliError", "KafkaClientError", "TopicError", "TopicLayoutError"]
+__all__ = [
+    "BrokerError",
+    "CliError",
+    "ConfigurationError",
+    "KafkaClientError",
+    "ResultLogError",
+    "TopicError",
+    "TopicLayoutError",
+]
 
 
 class CliError(ResultLogError):

@@ -426,11 +426,6 @@ class KafkaConnection:
                 "RESULTLOG_SASL_USERNAME/RESULTLOG_SASL_PASSWORD"
             )
 
-    def check_login(self, timeout_s: float = 15.0) -> None:
-        """With SASL configured, fail at once and say so when the broker refuses the login."""
-        if self.settings.security_protocol.startswith("SASL"):
-            self.check_connection(timeout_s)
-
     def close(self) -> None:
         """Release the codec's schema-registry client (if the codec made one)."""
         self.codec.close()

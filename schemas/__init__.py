@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     )
     from resultlog.schemas._prefix import FoldPrefix
     from resultlog.schemas._types import TRUSTED_JSON
-    from resultlog.schemas._view import FoldFields, FoldView
+    from resultlog.schemas._view import FoldView
     from resultlog.schemas.chunk_task import ChunkTask, task_key
     from resultlog.schemas.codec import Codec, WireFormat
     from resultlog.schemas.errors import (
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         decode_run_key,
         encode_key,
         encode_run_key,
+        indexes_part,
         partition_for,
         run_key_prefix,
     )
@@ -79,7 +80,6 @@ __all__ = [
     "Codec",
     "ConfigurationError",
     "DecodeError",
-    "FoldFields",
     "FoldPrefix",
     "FoldView",
     "Harness",
@@ -114,6 +114,7 @@ __all__ = [
     "decode_run_key",
     "encode_key",
     "encode_run_key",
+    "indexes_part",
     "partition_for",
     "run_key_prefix",
     "shipped_catalog",

@@ -1,4 +1,4 @@
-"""The numbers of the contract: its format version and the bounds of every summed number.
+"""The numbers of the contract: its format version and the bounds of every number it holds.
 
 Plain constants, apart from the pydantic types built on them (`_types`): a command line that
 checks an argument against a bound loads nothing else.
@@ -9,13 +9,17 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "FIRST_MS",
     "FORMAT_VERSION",
+    "LAST_MS",
     "MAX_COST_USD",
+    "MAX_HTTP_STATUS",
     "MAX_INDEX",
     "MAX_METRIC",
     "MAX_MILLIS",
     "MAX_RECORDS_SUMMED",
     "MAX_TOKENS",
+    "MIN_HTTP_STATUS",
     "SUPPORTED_FORMAT_VERSIONS",
 ]
 
@@ -33,3 +37,9 @@ MAX_TOKENS: Final = 2**32 - 1
 MAX_MILLIS: Final = 2**32 - 1
 MAX_COST_USD: Final = 1e6
 MAX_METRIC: Final = 1e12
+MIN_HTTP_STATUS: Final = 100
+MAX_HTTP_STATUS: Final = 599
+# The instants a datetime holds (year 1 to 9999), in milliseconds since the epoch: outside
+# them a reader's timestamp-millis read of created_at fails.
+FIRST_MS: Final = -62_135_596_800_000
+LAST_MS: Final = 253_402_300_799_999

@@ -5,27 +5,20 @@ reads it straight from the bytes into a `FoldPrefix`. It answers only when its a
 certainly fastavro's: bytes it is not sure of (a varint over 9 bytes, a union or enum index
 not in its canonical one-byte form, a negative map block count, a length past the end, bad
 UTF-8) make it return None, and the caller reads the value with fastavro, which decides.
-`FoldPrefix.acceptable` is FoldView's validation on the values read, without a model.
-Checked against fastavro on random and mutated records (tests/schemas/test_fold_prefix.py)
-and against FoldView (tests/schemas/test_fold_fields.py).
+`FoldPrefix.acceptable` is FoldView's validation on the values read, without a model, against
+the bounds of `_limits`. Checked against fastavro and FoldView on valid, mutated and random
+bytes (tests/schemas/test_fold_prefix.py).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any, Final
+from typing import Final
 
-from resultlog.schemas._types import MAX_COST_USD, MAX_INDEX, MAX_METRIC, MAX_MILLIS, MAX_TOKENS
+from resultlog.schemas import _limits
+from resultlog.schemas.errors import SchemaError
 
-__all__ = [
-    "FIRST_MS",
-    "LAST_MS",
-    "FoldPrefix",
-    "Metrics",
-    "read_fold_prefix",
-    "read_prefix",
-    "read_rest",
-]
+__all__ = ["FoldPrefix", "Metrics", "read_prefix", "read_rest"]
 
 _DOUBLE = struct.Struct("<d").unpack_from
 _MAX_VARINT = 9  # up to 63 bits: fastavro's 64-bit arithmetic and Python's ints agree
@@ -33,20 +26,20 @@ _MAX_VARINT = 9  # up to 63 bits: fastavro's 64-bit arithmetic and Python's ints
 _NULL, _SET = 0, 2
 _COMPLETED, _DEGRADED = 0, 2
 _SCORE_VALUES: Final = {0: "C", 2: "I", 4: "S"}
-# The instants a datetime holds (year 1 to 9999): outside them fastavro's timestamp-millis read
-# of the full record fails.
-FIRST_MS: Final = -62_135_596_800_000
-LAST_MS: Final = 253_402_300_799_999
-_HTTP_FIRST, _HTTP_END = 100, 600
-_MAX_INDEX: Final[int] = MAX_INDEX
-_MAX_TOKENS: Final[int] = MAX_TOKENS
-_MAX_MILLIS: Final[int] = MAX_MILLIS
-_MAX_COST: Final[float] = MAX_COST_USD
-_MAX_METRIC: Final[float] = MAX_METRIC
+# The bounds, typed for the compiled path (it then compares machine ints and doubles).
+_FIRST_MS: Final[int] = _limits.FIRST_MS
+_LAST_MS: Final[int] = _limits.LAST_MS
+_MIN_HTTP: Final[int] = _limits.MIN_HTTP_STATUS
+_MAX_HTTP: Final[int] = _limits.MAX_HTTP_STATUS
+_MAX_INDEX: Final[int] = _limits.MAX_INDEX
+_MAX_TOKENS: Final[int] = _limits.MAX_TOKENS
+_MAX_MILLIS: Final[int] = _limits.MAX_MILLIS
+_MAX_COST: Final[float] = _limits.MAX_COST_USD
+_MAX_METRIC: Final[float] = _limits.MAX_METRIC
 _METRICS_HELD = 1024  # distinct metric blocks remembered: records of a run repeat a few
 
 
-class _UnsureError(Exception):
+class _UnsureError(SchemaError):
     """Bytes this reader leaves to fastavro."""
 
 
@@ -108,7 +101,7 @@ class FoldPrefix:
             return False
         if not (0 <= self.sample_index <= _MAX_INDEX and 0 <= self.epoch <= _MAX_INDEX):
             return False
-        if not (1 <= self.epochs <= _MAX_INDEX and FIRST_MS <= self.created_at_ms <= LAST_MS):
+        if not (1 <= self.epochs <= _MAX_INDEX and _FIRST_MS <= self.created_at_ms <= _LAST_MS):
             return False
         size, selected, millis = self.dataset_size, self.selected_samples, self.generation_time_ms
         if size is not None and not 0 <= size <= _MAX_INDEX:
@@ -146,7 +139,7 @@ class FoldPrefix:
         if error is None:
             return True
         status = error[2]
-        return error[0] != "" and (status is None or _HTTP_FIRST <= status < _HTTP_END)
+        return error[0] != "" and (status is None or _MIN_HTTP <= status <= _MAX_HTTP)
 
     def _cross_rules(self) -> bool:
         """SampleResult's rules across fields (they involve only the prefix)."""
@@ -159,49 +152,6 @@ class FoldPrefix:
             and self.degraded == (self.error is not None)
             and (spent is None or spent >= kept)
         )
-
-    def datum(self) -> dict[str, Any]:
-        """The fields as fastavro reads them into v3's cut schema (`created_at` a long)."""
-        usage = None
-        if self.has_usage:
-            usage = {
-                "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens,
-                "total_tokens": self.total_tokens,
-                "reasoning_tokens": self.reasoning_tokens,
-                "total_cost": self.total_cost,
-            }
-        error = self.error
-        return {
-            "format_version": self.format_version,
-            "run_id": self.run_id,
-            "benchmark_id": self.benchmark_id,
-            "model": self.model,
-            "sample_index": self.sample_index,
-            "epoch": self.epoch,
-            "sample_id": self.sample_id,
-            "status": "degraded" if self.degraded else "completed",
-            "created_at": self.created_at_ms,
-            "epochs": self.epochs,
-            "dataset_size": self.dataset_size,
-            "selected_samples": self.selected_samples,
-            "usage": usage,
-            "generation_time_ms": self.generation_time_ms,
-            "attempts": self.attempts,
-            "spent_cost": self.spent_cost,
-            "config_fingerprint": self.config_fingerprint,
-            "score": {
-                "value": self.value,
-                "numeric": self.numeric,
-                "metrics": dict(self.metrics.items),
-                "answer": self.answer,
-                "explanation": self.explanation,
-                "trajectory": self.trajectory,
-            },
-            "error": None
-            if error is None
-            else {"kind": error[0], "message": error[1], "http_status": error[2]},
-        }
 
 
 def _long(raw: bytes, pos: int) -> tuple[int, int]:
@@ -393,10 +343,3 @@ def read_rest(prefix: FoldPrefix, raw: bytes, pos: int, v3: bool) -> bool:
     except (_UnsureError, IndexError, UnicodeDecodeError, struct.error):
         return False
     return True
-
-
-def read_fold_prefix(raw: bytes, start: int, *, v3: bool) -> dict[str, Any] | None:
-    """`read_prefix`'s fields as fastavro reads them into v3's cut schema (`created_at` a plain
-    long); None when fastavro must decide."""
-    prefix = read_prefix(raw, start, v3)
-    return None if prefix is None else prefix.datum()

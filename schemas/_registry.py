@@ -36,7 +36,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-class SchemaNotFoundError(LookupError):
+class SchemaNotFoundError(SchemaError, LookupError):
     """The registry has no usable Avro record schema with this id."""
 
 

@@ -21,11 +21,13 @@ from pydantic import (
 from resultlog.schemas._limits import (
     FORMAT_VERSION,
     MAX_COST_USD,
+    MAX_HTTP_STATUS,
     MAX_INDEX,
     MAX_METRIC,
     MAX_MILLIS,
     MAX_RECORDS_SUMMED,
     MAX_TOKENS,
+    MIN_HTTP_STATUS,
     SUPPORTED_FORMAT_VERSIONS,
 )
 from resultlog.schemas.runkey import check_run_key_part
@@ -86,7 +88,7 @@ Cost = Annotated[float, Field(ge=0.0, le=MAX_COST_USD, allow_inf_nan=False)]
 
 MetricValue = Annotated[float, Field(ge=-MAX_METRIC, le=MAX_METRIC, allow_inf_nan=False)]
 UnitInterval = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-HttpStatus = Annotated[int, Strict(), Field(ge=100, le=599)]
+HttpStatus = Annotated[int, Strict(), Field(ge=MIN_HTTP_STATUS, le=MAX_HTTP_STATUS)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 RunKeyPart = Annotated[str, Field(min_length=1), AfterValidator(_run_key_part)]
 """run_id, benchmark_id or model: the refusals of `RunKey`, for every model that carries one."""

@@ -20,10 +20,10 @@ from resultlog.schemas._catalog import (
     SchemaVersion,
     shipped_catalog,
 )
-from resultlog.schemas._prefix import FoldPrefix, read_fold_prefix, read_prefix
+from resultlog.schemas._prefix import FoldPrefix, read_prefix
 from resultlog.schemas._registry import Registry, SchemaNotFoundError
 from resultlog.schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
-from resultlog.schemas._view import FoldFields, FoldView, ViewPlans, accepts, millis_error
+from resultlog.schemas._view import FoldView, ViewPlans, millis_error
 from resultlog.schemas.chunk_task import ChunkTask
 from resultlog.schemas.errors import (
     DecodeError,
@@ -149,17 +149,20 @@ class _RecordCodec(Generic[ModelT]):
             raise _fail(DecodeError, reason, raw, where)
         return cast(ModelT, self.validate(self._validate, datum, raw, where))
 
-    def read_prefix(
-        self, raw: bytes, registry: Registry | None, where: Location, plans: ViewPlans
-    ) -> dict[str, Any]:
-        """Unframe and read only the leading fields `plans` cut the writer schema to."""
+    def hand_prefix(
+        self, raw: bytes, registry: Registry | None, where: Location
+    ) -> FoldPrefix | None:
+        """The fold prefix of a v2 or v3 value in either framing, read by hand (not checked);
+        None for another writer, or bytes the hand reader leaves to fastavro."""
         writer, start = self._writer_of(raw, registry, where)
         v3 = self._hand_read.get(writer.fingerprint)
-        if v3 is not None:
-            # v2 or v3, the common case: the hand-written reader, fastavro when unsure.
-            datum = read_fold_prefix(raw, start, v3=v3)
-            if datum is not None:
-                return datum
+        return None if v3 is None else read_prefix(raw, start, v3)
+
+    def read_view(
+        self, raw: bytes, registry: Registry | None, where: Location, plans: ViewPlans
+    ) -> dict[str, Any]:
+        """Unframe and read, with fastavro, only the leading fields `plans` cut the writer to."""
+        writer, start = self._writer_of(raw, registry, where)
         return self._read(raw, start, plans.plan(writer), writer, where)[0]
 
     def validate(
@@ -359,38 +362,24 @@ class Codec:
     @property
     def hand_read_headers(self) -> Mapping[bytes, bool]:
         """The single-object headers (magic and fingerprint) of the writer schemas whose fold
-        prefix `read_prefix` reads by hand, each with whether it is v3 (else v2)."""
+        prefix the hand reader reads, each with whether it is v3 (else v2)."""
         return self._samples.hand_read_headers
 
-    def fold_prefix(self, raw: bytes) -> FoldPrefix | None:
-        """The fold prefix of a single-object v2 or v3 value, read by hand and not yet checked
-        (`FoldPrefix.acceptable`); None for any other framing or writer, and for bytes the hand
-        reader leaves to fastavro (then `decode_fold_fields` decides)."""
-        v3 = self._samples.hand_read_headers.get(raw[:_SINGLE_OBJECT_HEADER])
-        return None if v3 is None else read_prefix(raw, _SINGLE_OBJECT_HEADER, v3)
-
-    def decode_fold_fields(
+    def fold_prefix(
         self,
         raw: bytes | bytearray | memoryview | None,
         *,
         at: Location | None = None,
-    ) -> FoldFields:
-        """`decode_fold_view`'s fields as plain values, without building models: the same
-        records are accepted, and the same DecodeErrors raised for the others."""
+    ) -> FoldPrefix | None:
+        """The fold prefix of a v2 or v3 value, read by hand and not yet checked
+        (`FoldPrefix.acceptable`); None when `decode_fold_view` must decide (another writer,
+        bytes the hand reader leaves to fastavro). Framing errors are `decode_fold_view`'s."""
         where = at or _NOWHERE
-        raw = _as_bytes(raw, where)
-        datum = self._view_datum(raw, where)
-        if accepts(datum):
-            return cast(FoldFields, datum)
-        # FoldView decides, and says why it refuses (pydantic's error, as decode_fold_view).
-        view = cast(FoldView, self._samples.validate(self._validate_view, datum, raw, where))
-        fields = view.model_dump()
-        fields["created_at_ms"] = datum["created_at_ms"]
-        return cast(FoldFields, fields)
+        return self._samples.hand_prefix(_as_bytes(raw, where), self._registry, where)
 
     def _view_datum(self, raw: bytes, where: Location) -> dict[str, Any]:
         """The fold prefix of a value, `created_at` moved to `created_at_ms`."""
-        datum = self._samples.read_prefix(raw, self._registry, where, self._views)
+        datum = self._samples.read_view(raw, self._registry, where, self._views)
         reason = millis_error(datum)
         if reason is not None:
             raise _fail(DecodeError, f"malformed Avro body: {reason}", raw, where)

@@ -1,4 +1,7 @@
-"""Exception hierarchy: one root for every error resultlog raises on purpose."""
+"""The root of every error resultlog raises on purpose, and the contract's errors.
+
+`resultlog.errors` draws the whole tree.
+"""
 
 from __future__ import annotations
 

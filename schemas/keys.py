@@ -47,7 +47,14 @@ def encode_key(run_key: RunKey, sample_index: int, epoch: int) -> bytes:
     """The sample-results topic key: `run_id/benchmark_id/model/sample_index/epoch`."""
     _check_index("sample_index", sample_index)
     _check_index("epoch", epoch)
-    return run_key_prefix(run_key) + f"{sample_index}/{epoch}".encode("ascii")
+    return run_key_prefix(run_key) + indexes_part(sample_index, epoch)
+
+
+# Cached: every reader checks each record's key against it, and runs share their indexes.
+@functools.lru_cache(maxsize=1 << 16)
+def indexes_part(sample_index: int, epoch: int) -> bytes:
+    """A sample-results key's last two parts, `sample_index/epoch`, as `decode_key` reads them."""
+    return b"%d/%d" % (sample_index, epoch)
 
 
 def decode_key(raw: bytes) -> RecordId:

@@ -4,31 +4,44 @@ A page holds a marker line, `<!-- generated: cli -->` or `<!-- generated: settin
 the build replaces it with Markdown made from `resultlog.cli.build_parser()` or from the
 fields of `resultlog.settings.Settings`, so the reference cannot drift from the code. A
 marker the build does not know fails it. mkdocs.yml names this file under `hooks`.
+
+The Python API page is mkdocstrings', which reads sources where the import name puts them:
+`on_config` copies the installed packages' folders to `build/api-sources` beside mkdocs.yml,
+laid out as installed (resultlog.schemas is the folder schemas/: pyproject's package-dir).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import inspect
 import re
+import shutil
 import textwrap
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
+from mkdocs.plugins import event_priority
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 __all__ = [
+    "API_PACKAGES",
     "attribute_docstrings",
     "cli_reference",
+    "lay_out_sources",
+    "on_config",
     "on_page_markdown",
     "render_markers",
     "settings_reference",
 ]
 
+API_PACKAGES = ("resultlog", "resultlog.schemas", "resultlog.consumers", "resultlog.producer")
+"""The packages whose folders the API page reads (each sub-package has a folder of its own)."""
 _UNIONS = (Union, UnionType)
 _MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
 
@@ -201,6 +214,24 @@ def render_markers(markdown: str, where: str) -> str:
         return generator()
 
     return _MARKER.sub(replace, markdown)
+
+
+def lay_out_sources(target: Path) -> None:
+    """Copy the installed packages' sources to `target`, laid out as their import names."""
+    shutil.rmtree(target, ignore_errors=True)
+    skip = shutil.ignore_patterns("__pycache__", "*.so")
+    for name in API_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.submodule_search_locations, name
+        [folder] = spec.submodule_search_locations
+        shutil.copytree(folder, target.joinpath(*name.split(".")), ignore=skip, dirs_exist_ok=True)
+
+
+@event_priority(100)  # before mkdocstrings takes its search paths: they must exist by then
+def on_config(config: Any, **_: Any) -> Any:
+    """Lay the sources out in `build/api-sources` beside mkdocs.yml (mkdocs.yml's `paths`)."""
+    lay_out_sources(Path(config.config_file_path).parent / "build" / "api-sources")
+    return config
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from resultlog.consumers import RunRecords, fold
+from resultlog.consumers import RunRecords, fold_records
 from resultlog.consumers.aggregator.web import RunSamples
 from resultlog.schemas import RunKey, RunSummary, SampleResult, ScoreValue
 
@@ -34,7 +34,7 @@ class ReadRun:
     @cached_property
     def summary(self) -> RunSummary:
         """The run's summary, folded as replay folds it."""
-        return fold(self.loaded.records, self.run_key)
+        return fold_records(self.loaded.records, self.run_key)
 
     @cached_property
     def view(self) -> RunSamples:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from resultlog.consumers import fold, replay_run
+from resultlog.consumers import fold_records, replay_run
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.kafka import KafkaConnection
@@ -173,7 +173,7 @@ def test_two_instances_share_partitions_and_survive_a_rebalance(settings: Settin
         first.stop()
         wait_for(lambda: _owned(second) == set(range(settings.partitions)), "second to own all")
         # Every key was written once: the fold of what was written is the fold of the topic.
-        want = {k: bare(fold([r for r in records if r.run_key == k])) for k in runs}
+        want = {k: bare(fold_records([r for r in records if r.run_key == k])) for k in runs}
         wait_for(lambda: {k: held(second, k) for k in runs} == want, "the second's summaries")
         wait_for(lambda: converged(settings, want), "the summaries topic")
     finally:

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from resultlog.consumers import fold
+from resultlog.consumers import fold_records
 from resultlog.consumers.aggregator import (
     Aggregator,
     BadRequestError,
@@ -45,7 +45,7 @@ def test_a_run_is_served_under_its_percent_encoded_path(loaded: str) -> None:
         assert response.headers["content-type"] == "application/json"
         body = response.json()
         records = [make_record(i, 0, "CI"[i % 2], run_key=run_key) for i in range(4)]
-        assert bare(body) == bare(fold(records))
+        assert bare(body) == bare(fold_records(records))
         assert body["as_of"]["source"] == "aggregator"
     assert path(RUNS[0]) == "/runs/run%201%2F%C3%A9/arith/openai%2Fgpt-4o"
 

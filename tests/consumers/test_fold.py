@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import random
 from fractions import Fraction
+from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resultlog.consumers import RunFold, fold
+import resultlog.consumers
+from resultlog.consumers import RunFold, fold_records
 from resultlog.schemas import (
     MAX_COST_USD,
     MAX_METRIC,
@@ -25,7 +27,7 @@ from tests.support.strategies import extreme_records
 
 
 def test_all_epochs_skipped_counts_a_skipped_question() -> None:
-    summary = fold(
+    summary = fold_records(
         [make_record(0, e, "S", degraded=True) for e in range(3)]
         + [make_record(1, e, "C") for e in range(3)]
     )
@@ -43,7 +45,7 @@ def test_partial_skipped_epochs_average_over_the_rest() -> None:
         make_record(0, 1, "S", degraded=True),
         make_record(0, 2, "I"),
     ]
-    summary = fold(records)
+    summary = fold_records(records)
     assert summary.total_questions == 1
     assert summary.skipped_questions == 0
     assert summary.accuracy == 0.5  # (1 + 0) / 2: the S epoch is dropped
@@ -58,7 +60,7 @@ def test_accuracy_is_the_mean_of_per_sample_values() -> None:
         make_record(1, 2, "I"),  # 1/3
         *(make_record(2, e, "I") for e in range(3)),  # 0
     ]
-    summary = fold(records)
+    summary = fold_records(records)
     assert summary.accuracy == 4 / 9  # exact: Fraction(4, 9) rounded once
     assert summary.correct_answers == 1
     assert summary.total_questions == 3
@@ -70,7 +72,7 @@ def test_usage_and_generation_time_are_summed_over_all_records() -> None:
         make_record(0, 1, tokens=20, cost=0.2, generation_time_ms=7),
         make_record(1, 0, "S", degraded=True),
     ]
-    summary = fold(records)
+    summary = fold_records(records)
     assert summary.usage.input_tokens == 30
     assert summary.usage.output_tokens == 15
     assert summary.usage.total_tokens == 45
@@ -86,7 +88,7 @@ def test_metric_means_exclude_skipped_records_and_count_a_missing_metric_as_zero
         make_record(1, 0, "S", degraded=True, metrics={"reward": 99.0}),
         make_record(1, 1, "C", metrics={"reward": 0.5, "abs_error": 2.0}),
     ]
-    summary = fold(records)
+    summary = fold_records(records)
     # The reward rule (design rule 13): the mean over the 3 records not skipped, a missing one is 0.
     assert summary.metrics == {"abs_error": 2.0 / 3, "reward": 0.5}
 
@@ -100,7 +102,7 @@ def test_a_scorer_metric_is_an_epoch_mean_per_sample_then_a_mean_over_scored_sam
         make_record(2, 0, "S", degraded=True),
         make_record(3, 0, "C", metrics={"reward": 1.0}),  # never scored by `m`
     ]
-    summary = fold(records)
+    summary = fold_records(records)
     # m: sample 0 -> (5 + 2) / 2, sample 1 -> 1; samples 2 and 3 unscored: (3.5 + 1) / 2;
     # stderr: sqrt(((3.5 - 2.25)^2 + (1 - 2.25)^2) / (2 - 1) / 2) = 1.25 (0.0 under 2 samples).
     assert summary.metrics == {
@@ -110,11 +112,11 @@ def test_a_scorer_metric_is_an_epoch_mean_per_sample_then_a_mean_over_scored_sam
         "scorer:m": 2.25,
         "scorer:m:stderr": 1.25,
     }
-    assert fold([make_record(0, 0, "S")]).metrics == {}
+    assert fold_records([make_record(0, 0, "S")]).metrics == {}
 
 
 def test_expected_records_and_empty_run() -> None:
-    assert fold([make_record(0, 0, epochs=2, dataset_size=7)]).expected_records == 14
+    assert fold_records([make_record(0, 0, epochs=2, dataset_size=7)]).expected_records == 14
     empty = RunFold(RUN_KEY).summary()
     assert (empty.records, empty.accuracy, empty.total_questions) == (0, 0.0, 0)
 
@@ -126,7 +128,7 @@ def test_expected_records_count_the_newest_records_selection() -> None:
         for i in range(4, 20)
         for e in range(2)
     ]
-    summary = fold(picked)
+    summary = fold_records(picked)
     assert (summary.records, summary.expected_records, summary.out_of_shape) == (32, 32, 0)
     # Another selection, newer, of 3 samples: every record stays in shape, 3 x 2 are asked.
     again = [
@@ -134,10 +136,10 @@ def test_expected_records_count_the_newest_records_selection() -> None:
         for i in (0, 1, 2)
         for e in range(2)
     ]
-    summary = fold(picked + again)
+    summary = fold_records(picked + again)
     assert (summary.records, summary.expected_records) == (38, 6)
     whole = make_record(7, 0, epochs=2, dataset_size=20, created_offset_ms=9)
-    assert fold([*again, whole]).expected_records == 40  # no selection: the whole dataset
+    assert fold_records([*again, whole]).expected_records == 40  # no selection: the whole dataset
 
 
 def test_log_order_replacement_moves_the_summary() -> None:
@@ -154,8 +156,8 @@ def test_log_order_replacement_moves_the_summary() -> None:
 def test_out_of_order_offer_keeps_the_newest_record() -> None:
     degraded = make_record(0, 0, "S", degraded=True, created_offset_ms=1)
     completed = make_record(0, 0, "C", created_offset_ms=2)
-    assert fold([completed, degraded]) == fold([degraded, completed])
-    assert fold([completed, degraded]).correct_answers == 1
+    assert fold_records([completed, degraded]) == fold_records([degraded, completed])
+    assert fold_records([completed, degraded]).correct_answers == 1
 
 
 _records = st.builds(
@@ -187,11 +189,11 @@ def test_summary_is_identical_under_permutation_and_duplication(
     records: list[SampleResult], rnd: random.Random
 ) -> None:
     latest = _latest_per_key(records)
-    reference = fold(latest)
+    reference = fold_records(latest)
     shuffled = latest * 2 + rnd.sample(latest, k=len(latest))
     rnd.shuffle(shuffled)
-    assert fold(shuffled) == reference
-    assert fold(shuffled).model_dump_json() == reference.model_dump_json()
+    assert fold_records(shuffled) == reference
+    assert fold_records(shuffled).model_dump_json() == reference.model_dump_json()
 
     in_log_order = RunFold(RUN_KEY)
     for record in rnd.sample(latest, k=len(latest)):
@@ -206,7 +208,7 @@ def test_numeric_scores_replace_c_and_i() -> None:
         make_record(1, 0, "C"),
         make_record(1, 1, "S", degraded=True, numeric=None),
     ]
-    summary = fold(records)
+    summary = fold_records(records)
     assert summary.accuracy == (0.375 + 1.0) / 2
     assert summary.correct_answers == 1  # sample 0: 0.375 < 0.5
 
@@ -218,13 +220,13 @@ def test_the_newest_record_defines_the_shape() -> None:
         for i in range(20)
         for e in range(2)
     ]
-    summary = fold(three + two)
+    summary = fold_records(three + two)
     assert summary.records == 40 and summary.out_of_shape == 20
     assert summary.expected_records == 40 and summary.accuracy == 0.0
     limited = [
         make_record(i, 0, "C", epochs=3, dataset_size=5, created_offset_ms=20) for i in range(5)
     ]
-    summary = fold(three + two + limited)
+    summary = fold_records(three + two + limited)
     assert (summary.records, summary.out_of_shape, summary.expected_records) == (15, 45, 15)
 
 
@@ -244,7 +246,7 @@ def test_spent_cost_counts_every_attempt_of_every_latest_record() -> None:
         make_record(0, 1, "C", epochs=2, cost=0.2),  # a v1 record: spent is its kept cost
         make_record(5, 2, "C", epochs=3, cost=0.4, created_offset_ms=-1),
     ]
-    summary = fold(records)
+    summary = fold_records(records)
     assert summary.usage.total_cost == math.fsum([0.1, 0.2])
     assert summary.spent_cost == math.fsum([0.3, 0.2, 0.4])  # out of shape, but paid for
     assert summary.out_of_shape == 1
@@ -267,7 +269,7 @@ def test_records_at_every_bound_never_stop_the_fold(sign: int) -> None:
         )
         for i in range(200)
     ]
-    summary = fold(records)
+    summary = fold_records(records)
     assert summary.metrics == {"m": sign * MAX_METRIC, "tiny": sign * 5e-324}
     assert summary.usage.input_tokens == 200 * MAX_TOKENS
     assert summary.usage.total_cost == 200 * MAX_COST_USD
@@ -383,3 +385,11 @@ def test_incremental_fold_equals_a_full_refold_at_every_step(
             folded.apply(record)
             latest[key] = record
         assert _observed(folded.summary()) == _reference(list(latest.values()))
+
+
+def test_the_fold_is_a_module_and_fold_records_its_function() -> None:
+    import resultlog.consumers.fold as module
+
+    assert isinstance(module, ModuleType)
+    assert resultlog.consumers.fold is module
+    assert resultlog.consumers.fold_records is module.fold_records

@@ -3,7 +3,7 @@ spent_cost), labelled by the run key's parts, over real HTTP from a real broker.
 
 from __future__ import annotations
 
-from resultlog.consumers import fold
+from resultlog.consumers import fold_records
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.support.kafka import write
@@ -27,13 +27,13 @@ def _records(run_key: RunKey, spent: float) -> list[SampleResult]:
 def test_metrics_export_each_runs_spend(settings: Settings, base_url: str) -> None:
     cheap, dear = _records(CHEAP, 0.005), _records(DEAR, 0.25)
     write(settings, [*cheap, *dear])
-    want = {CHEAP: fold(cheap).spent_cost, DEAR: fold(dear).spent_cost}
-    assert want[DEAR] > fold(dear).usage.total_cost  # superseded attempts count
+    want = {CHEAP: fold_records(cheap).spent_cost, DEAR: fold_records(dear).spent_cost}
+    assert want[DEAR] > fold_records(dear).usage.total_cost  # superseded attempts count
 
     wait_for(lambda: spent_in_metrics(base_url) == want or None, "the spend in /metrics")
 
     # A key re-run at a cost: the gauge follows the run's latest records.
     rerun = make_record(2, 0, run_key=CHEAP, cost=0.03, spent_cost=0.035)
     write(settings, [rerun])
-    want[CHEAP] = fold([*cheap[:2], rerun]).spent_cost
+    want[CHEAP] = fold_records([*cheap[:2], rerun]).spent_cost
     wait_for(lambda: spent_in_metrics(base_url) == want or None, "the new spend in /metrics")

@@ -1,6 +1,7 @@
-"""Resume's one-pass fold views (`RunViewReader`) decide exactly what the full path
-(`decode_key`, then `decode_view`) decides: the same views, in the same order, the same
-refusals said once each; and a view built without validation is the validated one."""
+"""Resume's fold views (one pass through `Ingestor.read`, else `decode_view`) are exactly
+what the specification decides (`decode_key`, then fastavro and FoldView's validation): the
+same views, in the same order, the same refusals said once each; and a view built without
+validation is the validated one."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from resultlog.consumers._decode import RunViewReader, decode_view, view_of
+from resultlog.consumers._decode import _validated_view, decode_view, view_of
+from resultlog.consumers._ingest import Ingestor
 from resultlog.consumers.resume import _building, _decode_latest, _decode_views
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import (
     Codec,
     ConfigurationError,
     FoldView,
+    Location,
     RecordError,
     RunKey,
     SampleResult,
@@ -45,6 +48,16 @@ _MODELS: dict[str, type[BaseModel]] = {
 _TAILS = st.sampled_from(
     ["0/0", "00/0", "1/01", "7/-1", "1" * 19 + "/0", "1" * 18 + "/1", "x/0", "3/", "/3", "3"]
 ) | st.text(alphabet="0123456789/x", max_size=12)
+
+
+WHERE = Location("results", PARTITION, 11)
+
+
+def _reader(codec: Codec, run_key: RunKey) -> Ingestor:
+    """An ingestor that expects `run_key` in PARTITION, as resume's."""
+    ingestor = Ingestor(codec, 6)
+    ingestor.expect(run_key, PARTITION)
+    return ingestor
 
 
 def _kafka(codec: Codec | None = None) -> KafkaConnection:
@@ -108,11 +121,11 @@ def _decided(
     latest: dict[bytes, tuple[int, bytes]],
     samples: range | None = None,
 ) -> None:
-    """The one-pass reader and the full path decide `latest` alike."""
+    """Resume's reader and the specification decide `latest` alike."""
     with _said() as said_fast:
         fast, fast_reasons = _decode_views(kafka, run_key, latest, PARTITION, samples)
     with _said() as said_full:
-        full, full_reasons = _decode_latest(kafka, latest, PARTITION, decode_view, samples)
+        full, full_reasons = _decode_latest(kafka, latest, PARTITION, _validated_view, samples)
     assert len(fast) == len(full)
     for ours, theirs in zip(fast, full, strict=True):
         _same_model(ours, theirs)
@@ -135,24 +148,22 @@ def test_a_view_built_without_validation_is_the_validated_one(record: SampleResu
     values = [codec.encode_sample_result(record)]
     if record.selected_samples is None:
         values.append(v2_value(record.model_dump()))
-    reader = RunViewReader(codec, record.run_key)
+    reader = _reader(codec, record.run_key)
     for value in values:
-        view = reader.view(record.sample_index, record.epoch, value)
-        assert view is not None, "a common record takes the one-pass path"
+        prefix = reader.read(record.key, value, PARTITION)
+        assert prefix is not None, "a common record takes the one-pass path"
+        view = view_of(prefix)
         validated = codec.decode_fold_view(value)
         _same_model(view, validated)
         _same_model(_constructed(validated), view)
-        prefix = codec.fold_prefix(value)
-        assert prefix is not None
-        _same_model(view_of(prefix), validated)
+        _same_model(decode_view(codec, decode_key(record.key), value, WHERE), validated)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record=sample_results())
 def test_every_framing_is_decided_as_the_full_path_decides_it(record: SampleResult) -> None:
     for name, (codec, value) in framings(record).items():
-        reader = RunViewReader(codec, record.run_key)
-        fast = reader.view(record.sample_index, record.epoch, value)
+        fast = _reader(codec, record.run_key).read(record.key, value, PARTITION)
         assert (fast is not None) == (name in ("v3", "v2")), name
         _decided(_kafka(codec), record.run_key, _latest(record, value))
 
@@ -185,10 +196,9 @@ def test_odd_keys_are_decided_as_the_full_path_decides_them(
     latest = _latest(record, value, tail)
     _decided(_kafka(), record.run_key, latest)
     (key,) = latest
-    pair = RunViewReader(Codec(), record.run_key).indexes(key)
-    if pair is not None:  # read only where decode_key reads the same
-        found = decode_key(key)
-        assert (found.run_key, found.sample_index, found.epoch) == (record.run_key, *pair)
+    prefix = _reader(Codec(), record.run_key).read(key, value, PARTITION)
+    if prefix is not None:  # read only where decode_key reads the same
+        assert decode_key(key) == (record.run_key, prefix.sample_index, prefix.epoch)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -221,7 +231,7 @@ def test_registry_framed_records_without_a_registry_stop_both_paths() -> None:
     with pytest.raises(ConfigurationError):
         _decode_views(kafka, record.run_key, latest, PARTITION)
     with pytest.raises(ConfigurationError):
-        _decode_latest(kafka, latest, PARTITION, decode_view)
+        _decode_latest(kafka, latest, PARTITION, _validated_view)
 
 
 def test_resume_leaves_the_collector_as_it_found_it() -> None:

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from resultlog.consumers import RunRecords, fold
+from resultlog.consumers import RunRecords, fold_records
 from resultlog.consumers.aggregator.web._samples import Comparison, RunSamples
 from resultlog.schemas import SampleResult
 from tests.support.records import RUN_KEY, make_record
@@ -40,7 +40,7 @@ def random_records(seed: int) -> list[SampleResult]:
 @pytest.mark.parametrize("seed", range(30))
 def test_the_view_s_accuracy_is_the_fold_s_to_the_bit(seed: int) -> None:
     records = random_records(seed)
-    summary = fold(records, RUN_KEY)
+    summary = fold_records(records, RUN_KEY)
     view = RunSamples.of(RUN_KEY, RunRecords(records, 0))
     accuracy = view.accuracy()
     assert accuracy.mean == summary.accuracy

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resultlog.consumers import SummaryPublisher, fold
+from resultlog.consumers import SummaryPublisher, fold_records
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
@@ -14,7 +14,9 @@ def test_publish_all_writes_every_summary_and_tombstones_delete_them(
     settings: Settings, kafka: KafkaConnection
 ) -> None:
     runs = [RunKey(f"pub-{i}", "arith", "m") for i in range(5)]
-    summaries = [fold([make_record(0, 0, run_key=k), make_record(1, 0, run_key=k)]) for k in runs]
+    summaries = [
+        fold_records([make_record(0, 0, run_key=k), make_record(1, 0, run_key=k)]) for k in runs
+    ]
     publisher = SummaryPublisher(kafka)
     assert publisher.publish_all(summaries) == len(runs)
     assert published(settings) == {s.run_key: bare(s) for s in summaries}

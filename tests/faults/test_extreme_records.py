@@ -16,7 +16,7 @@ import httpx
 import pytest
 from fastavro import schemaless_writer
 
-from resultlog.consumers import fold, replay_all, replay_run
+from resultlog.consumers import fold_records, replay_all, replay_run
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import ModelServer
@@ -99,7 +99,7 @@ def test_extreme_records_never_stop_a_reader(kafka_bootstrap: str) -> None:
     messages: list[RawMessage] = [(r.key, Codec().encode_sample_result(r), home) for r in valid]
     messages += [(encode_key(RUN, i, 0), _beyond(i, field, v), home) for i, field, v in BEYOND]
     assert produce_raw(settings, messages) == []
-    at_bounds = bare(fold(valid, RUN))
+    at_bounds = bare(fold_records(valid, RUN))
     assert at_bounds["usage"]["input_tokens"] == 6 * MAX_TOKENS
 
     replayed, everything = replay_run(kafka, RUN), replay_all(kafka)

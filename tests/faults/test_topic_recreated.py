@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from resultlog.consumers import fold
+from resultlog.consumers import fold_records
 from resultlog.consumers._index_codec import MARKER_KEY, IndexedLog, Intervals, encode_intervals
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import ModelServer
@@ -61,7 +61,7 @@ def _scanned(settings: Settings, run_key: RunKey) -> dict[str, object]:
     with KafkaConnection(settings) as kafka:
         decode = kafka.codec.decode_sample_result
         records = [decode(value) for _, value in full_scan(settings, run_key).values()]
-    return bare(fold(records, run_key))
+    return bare(fold_records(records, run_key))
 
 
 def _run_a4(env: dict[str, str], server: ModelServer) -> dict[str, object]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from resultlog.consumers import fold
+from resultlog.consumers import fold_records
 from resultlog.producer import ModelClient, Sample, StaticBenchmark, arith
 from resultlog.producer.datasets import Scored
 from resultlog.producer.offline import Behavior, ModelServer
@@ -65,7 +65,7 @@ async def test_a_key_degraded_then_completed_keeps_every_attempt_and_its_cost(
     assert latest[1].spent_cost == (latest[1].usage.total_cost if latest[1].usage else None)
     assert (latest[2].attempts, latest[3].attempts) == (1, 1)  # durable: not asked again
 
-    summary = fold(stored)
+    summary = fold_records(stored)
     assert second.summary == summary
     assert summary.spent_cost == math.fsum(r.spent_cost or 0.0 for r in latest.values())
     assert math.isclose(summary.spent_cost - summary.usage.total_cost, scorer_failed.spent_cost)

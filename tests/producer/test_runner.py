@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from resultlog.consumers import LoadedViews, RunRecords, fold, read_run_records
+from resultlog.consumers import LoadedViews, RunRecords, fold_records, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._scorers import Scored
 from resultlog.producer.datasets import Benchmark, Sample, StaticBenchmark, arith, limit_samples
@@ -43,7 +43,7 @@ async def test_one_record_per_pair_with_usage_and_generation_time(
         if not record.degraded:
             assert record.usage is not None and record.usage.total_tokens > 0
             assert record.generation_time_ms is not None
-    assert result.summary == fold(stored)
+    assert result.summary == fold_records(stored)
     assert result.summary.records == 10
 
 
@@ -131,7 +131,7 @@ async def test_a_stored_epoch_outside_the_range_is_ignored(
 
     # The worker reports the run's summary, replay's (design rule 8): the newest record
     # gives the shape, and the epoch-2 records are either in it or counted out of it.
-    assert result.summary == fold(stored_records(settings, RunKey("r4", "arith", MODEL)))
+    assert result.summary == fold_records(stored_records(settings, RunKey("r4", "arith", MODEL)))
     assert result.summary.records + result.summary.out_of_shape == 9
     assert sorted({r.epoch for r in result.records}) == [0, 1]
     requested_again = {p for p, n in model_server.request_counts().items() if n > before[p]}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from resultlog.consumers import fold, purge_run, read_run_records
+from resultlog.consumers import fold_records, purge_run, read_run_records
 from resultlog.consumers.spend import LedgerEntry, open_ledger
 from resultlog.consumers.work import WorkProgress
 from resultlog.kafka import KafkaConnection
@@ -44,7 +44,7 @@ def test_a_worker_keeps_the_chunks_to_one_budget(
 
     assert (report.chunks_run, report.budget_stopped, report.dead_lettered) == (2, 2, 0)
     records = stored_records(kafka.settings, RunKey("capped", "arith", MODEL))
-    summary = fold(records)
+    summary = fold_records(records)
     most = max(r.spent for r in records)
     # One budget for both chunks: together they spend it, not each half of it.
     assert BUDGET - most < summary.spent_cost <= BUDGET and summary.records < 40
@@ -82,7 +82,7 @@ def test_a_purged_run_key_starts_its_budget_from_nothing(
     tasks = plan_chunks(dataclasses.replace(spec, budget_usd=BUDGET / 4))
     assert submit_chunks(kafka, tasks) == 2
     assert serve_until(kafka, settled=2).budget_stopped == 2
-    spent = fold(stored_records(kafka.settings, run_key)).spent_cost
+    spent = fold_records(stored_records(kafka.settings, run_key)).spent_cost
     assert 0 < spent <= BUDGET / 4
 
     purge_run(kafka, run_key)
@@ -93,7 +93,7 @@ def test_a_purged_run_key_starts_its_budget_from_nothing(
     assert serve_until(kafka, settled=4).budget_stopped == 2
     records = read_run_records(kafka, run_key).records
     most = max(r.spent for r in records)
-    assert BUDGET / 4 - most < fold(records).spent_cost <= BUDGET / 4
+    assert BUDGET / 4 - most < fold_records(records).spent_cost <= BUDGET / 4
     assert len(model_server.requests) - asked == len(records)
 
 

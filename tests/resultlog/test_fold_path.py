@@ -27,7 +27,7 @@ from resultlog import _hotpath
 REPO = Path(__file__).resolve().parents[2]
 PROPERTY_TESTS = (
     "tests/schemas/test_fold_prefix.py",
-    "tests/schemas/test_fold_fields.py",
+    "tests/schemas/test_fold_check.py",
     "tests/schemas/test_fold_view.py",
     "tests/schemas/test_conformance.py",
     "tests/consumers/test_fold.py",

@@ -24,7 +24,7 @@ SAID = "building without the compiled fold path"
 PROBE = """
 from datetime import UTC, datetime
 import resultlog
-from resultlog.consumers import fold
+from resultlog.consumers import fold_records
 from resultlog.schemas import Codec, RecordStatus, SampleResult, Score, ScoreValue
 record = SampleResult(
     run_id="r", benchmark_id="b", model="m", sample_id="s-0", sample_index=0, epoch=0, epochs=1,
@@ -35,7 +35,7 @@ codec = Codec()
 view = codec.decode_fold_view(codec.encode_sample_result(record))
 print(resultlog.__file__)
 print(resultlog.fold_path())
-print(fold([view]).accuracy)
+print(fold_records([view]).accuracy)
 """
 
 

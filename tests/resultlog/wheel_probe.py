@@ -30,7 +30,7 @@ def main() -> int:
         print(f"resultlog: this install does not run its fold compiled ({why})", file=sys.stderr)
         return 1
 
-    from resultlog.consumers import fold
+    from resultlog.consumers import fold_records
     from resultlog.schemas import Codec, RecordStatus, SampleResult, Score, ScoreValue
 
     record = SampleResult(
@@ -47,7 +47,7 @@ def main() -> int:
         created_at=datetime(2026, 1, 1, tzinfo=UTC),
     )
     codec = Codec()
-    accuracy = fold([codec.decode_fold_view(codec.encode_sample_result(record))]).accuracy
+    accuracy = fold_records([codec.decode_fold_view(codec.encode_sample_result(record))]).accuracy
     print(f"resultlog: one record folded compiled, accuracy {accuracy}")
     if accuracy != 1.0:
         print(f"resultlog: the compiled fold gave accuracy {accuracy}, not 1.0", file=sys.stderr)

@@ -51,11 +51,11 @@ CONTRACT = [
     "decode_run_key",
     "encode_key",
     "encode_run_key",
+    "indexes_part",
     "partition_for",
     "run_key_prefix",
     # the codec and its schemas
     "Codec",
-    "FoldFields",
     "FoldPrefix",
     "FoldView",
     "SchemaCatalog",

@@ -1,5 +1,7 @@
 """The hand-written prefix reader gives fastavro's datum of a v2 or v3 value, or leaves the
-bytes to fastavro."""
+bytes to fastavro; its check accepts exactly what FoldView accepts of that datum. Valid,
+mutated and random bytes, on whichever fold path runs (tests/resultlog/test_fold_path.py runs
+them on the twins too)."""
 
 from __future__ import annotations
 
@@ -10,17 +12,28 @@ import pytest
 from fastavro import schemaless_reader
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from resultlog.schemas import Codec, SampleResult, shipped_catalog
+from resultlog.schemas import (
+    TRUSTED_JSON,
+    Codec,
+    FoldPrefix,
+    FoldView,
+    SampleResult,
+    shipped_catalog,
+)
 from resultlog.schemas._catalog import SAMPLE_RESULT
-from resultlog.schemas._prefix import read_fold_prefix
+from resultlog.schemas._limits import FIRST_MS, LAST_MS
+from resultlog.schemas._prefix import read_prefix
 from resultlog.schemas._view import FOLD_FIELDS, ViewPlans
+from resultlog.schemas.runkey import is_run_key_part
 from tests.support.framings import V2, v2_value
 from tests.support.strategies import sample_results
 
 V3 = shipped_catalog().get(SAMPLE_RESULT, 3)
 PLANS = ViewPlans(V3)
 START = 10  # after the single-object header
+ERROR_FIELDS = ("kind", "message", "http_status")
 VERSIONS = {
     "v3": (PLANS.plan(V3), Codec().encode_sample_result),
     "v2": (PLANS.plan(V2), lambda record: v2_value(record.model_dump())),
@@ -39,6 +52,57 @@ def _fastavro(raw: bytes, version: str) -> dict[str, Any] | None:
     return datum
 
 
+def datum_of(prefix: FoldPrefix) -> dict[str, Any]:
+    """The prefix's fields as fastavro reads them into v3's cut schema (`created_at` a long)."""
+    usage = None
+    if prefix.has_usage:
+        usage = {
+            "input_tokens": prefix.input_tokens,
+            "output_tokens": prefix.output_tokens,
+            "total_tokens": prefix.total_tokens,
+            "reasoning_tokens": prefix.reasoning_tokens,
+            "total_cost": prefix.total_cost,
+        }
+    score = {
+        "value": prefix.value,
+        "numeric": prefix.numeric,
+        "metrics": dict(prefix.metrics.items),
+        "answer": prefix.answer,
+        "explanation": prefix.explanation,
+        "trajectory": prefix.trajectory,
+    }
+    error = prefix.error
+    names = [name for name in FOLD_FIELDS if name not in ("status", "usage", "score", "error")]
+    return {
+        name: getattr(prefix, name if name != "created_at" else "created_at_ms") for name in names
+    } | {
+        "status": "degraded" if prefix.degraded else "completed",
+        "usage": usage,
+        "score": score,
+        "error": None
+        if error is None
+        else dict(zip(("kind", "message", "http_status"), error, strict=True)),
+    }
+
+
+def acceptable(prefix: FoldPrefix) -> bool:
+    """The prefix's check, with the run key parts' that the caller makes."""
+    parts = (prefix.run_id, prefix.benchmark_id, prefix.model)
+    return prefix.acceptable() and all(map(is_run_key_part, parts))
+
+
+def pydantic_accepts(datum: dict[str, Any]) -> bool:
+    """Whether FoldView validates a datum of the cut schema (`created_at` a long), and the
+    datetime range the full decode reads `created_at` into holds it."""
+    fields = {k: v for k, v in datum.items() if k != "created_at"}
+    millis = datum["created_at"]
+    try:
+        FoldView.model_validate(fields | {"created_at_ms": millis}, context=TRUSTED_JSON)
+    except ValidationError:
+        return False
+    return bool(FIRST_MS <= millis <= LAST_MS)
+
+
 def _exact(datum: dict[str, Any] | None) -> str:
     """The datum's fields by name, floats exact (NaN too); a v2 writer's default comes last
     in fastavro's datum, so the order of the top level is not compared."""
@@ -46,12 +110,13 @@ def _exact(datum: dict[str, Any] | None) -> str:
 
 
 def _agrees(raw: bytes, version: str) -> None:
-    ours = read_fold_prefix(raw, START, v3=version == "v3")
-    if ours is None:
+    prefix = read_prefix(raw, START, version == "v3")
+    if prefix is None:
         return  # fastavro decides
     theirs = _fastavro(raw, version)
     assert theirs is not None, raw.hex()
-    assert _exact(ours) == _exact(theirs)
+    assert _exact(datum_of(prefix)) == _exact(theirs)
+    assert acceptable(prefix) == pydantic_accepts(theirs), raw.hex()
 
 
 def test_the_reader_reads_v3_fields_in_order() -> None:
@@ -63,9 +128,9 @@ def test_the_reader_reads_v3_fields_in_order() -> None:
 @given(record=sample_results())
 def test_a_valid_record_reads_as_fastavro_reads_it(version: str, record: SampleResult) -> None:
     raw = VERSIONS[version][1](record)
-    ours = read_fold_prefix(raw, START, v3=version == "v3")
-    assert ours is not None
-    assert _exact(ours) == _exact(_fastavro(raw, version))
+    prefix = read_prefix(raw, START, version == "v3")
+    assert prefix is not None and acceptable(prefix)
+    _agrees(raw, version)
 
 
 @pytest.mark.parametrize("version", sorted(VERSIONS))

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from resultlog.consumers._decode import decode_contribution
 from resultlog.schemas import (
     MAX_COST_USD,
     MAX_INDEX,
@@ -24,6 +25,7 @@ from resultlog.schemas import (
     OutOfRangeError,
     SampleResult,
     UnknownFormatVersionError,
+    decode_key,
 )
 from resultlog.schemas._view import FOLD_FIELDS
 from tests.support.framings import framings, v2_value
@@ -89,10 +91,11 @@ BAD_FIELDS: list[tuple[str, Any, type[DecodeError]]] = [
 
 
 @pytest.mark.parametrize(("path", "value", "expected"), BAD_FIELDS)
-def test_a_bad_folded_field_fails_the_full_decode_the_view_and_the_fields_alike(
+def test_a_bad_folded_field_fails_the_full_decode_the_view_and_the_contribution_alike(
     make_record: RecordFactory, path: str, value: Any, expected: type[DecodeError]
 ) -> None:
-    datum = make_record(dataset_size=None, epochs=3, epoch=1).model_dump()
+    record = make_record(dataset_size=None, epochs=3, epoch=1)
+    datum = record.model_dump()
     *parents, leaf = path.split(".")
     target = datum
     for part in parents:
@@ -105,7 +108,7 @@ def test_a_bad_folded_field_fails_the_full_decode_the_view_and_the_fields_alike(
     with pytest.raises(DecodeError) as view:
         codec.decode_fold_view(raw, at=WHERE)
     with pytest.raises(DecodeError) as fields:
-        codec.decode_fold_fields(raw, at=WHERE)
+        decode_contribution(codec, decode_key(record.key), raw, WHERE)
     assert type(full.value) is type(view.value) is type(fields.value) is expected
     assert str(fields.value) == str(view.value)
     for error in (full.value, view.value, fields.value):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from resultlog.consumers import fold, read_run_records
+from resultlog.consumers import fold_records, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, RunSummary, decode_run_key
 from resultlog.settings import Settings
@@ -24,7 +24,7 @@ def expected(settings: Settings, run_key: RunKey) -> Summary:
     """The fold over the run key's latest records in the topic, without as_of."""
     with KafkaConnection(settings) as kafka:
         records = read_run_records(kafka, run_key).records
-    return bare(fold(records, run_key))
+    return bare(fold_records(records, run_key))
 
 
 def published(settings: Settings) -> dict[RunKey, Summary | None]:

@@ -23,6 +23,7 @@ from typing import Any
 import fastavro
 
 from resultlog.consumers._contribution import of_columns
+from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution, Shape
 from resultlog.schemas import RunKey, ScoreValue, shipped_catalog
 
@@ -71,7 +72,7 @@ _SWAP = sys.byteorder != "little"
 RunRows = tuple[RunKey, list[Contribution]]
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ConsumerError, ValueError):
     """A checkpoint record that cannot be decoded or does not hold together."""
 
 

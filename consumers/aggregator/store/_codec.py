@@ -13,6 +13,7 @@ import json
 import struct
 from typing import Any
 
+from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution, FoldState, Sample, Shape, Tokens
 from resultlog.schemas import RunKey, ScoreValue, decode_run_key, encode_run_key
 
@@ -47,7 +48,7 @@ _VALUES = tuple(ScoreValue)
 _VALUE_INDEX = {value: index for index, value in enumerate(_VALUES)}
 
 
-class StoreFormatError(ValueError):
+class StoreFormatError(ConsumerError, ValueError):
     """Bytes in the state store that are not what this version writes."""
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote_to_bytes
 
+from resultlog.consumers.errors import ConsumerError
 from resultlog.schemas import InvalidRunKeyError, RunKey
 
 __all__ = [
@@ -38,7 +39,7 @@ _COMPARE_USAGE = (
 )
 
 
-class BadRequestError(ValueError):
+class BadRequestError(ConsumerError, ValueError):
     """A request the API refuses with 400."""
 
 

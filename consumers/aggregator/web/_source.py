@@ -57,7 +57,7 @@ class SummarySource(Protocol):
         ...
 
 
-class NotServedError(Exception):
+class NotServedError(ConsumerError):
     """A run the API cannot answer for (404 or 503), with its JSON response."""
 
     def __init__(self, response: Response) -> None:

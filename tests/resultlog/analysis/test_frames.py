@@ -21,7 +21,7 @@ from resultlog.analysis import (
 )
 from resultlog.analysis._frames import frame
 from resultlog.analysis._rows import ReadRun, config_columns, sample_row
-from resultlog.consumers import RunRecords, fold
+from resultlog.consumers import RunRecords, fold_records
 from resultlog.schemas import RunKey
 from tests.support.imports import modules_loaded_by
 from tests.support.records import RUN_KEY, make_record
@@ -67,7 +67,7 @@ def test_a_run_row_is_the_folds_summary() -> None:
     records = [make_record(i, e, "CI"[(i + e) % 2]) for i in range(5) for e in range(3)]
     run = _run(*records)
     row = run.run_row()
-    summary = fold(records, RUN_KEY)
+    summary = fold_records(records, RUN_KEY)
     assert row["accuracy"] == summary.accuracy
     assert row["records"] == summary.records and row["total_cost"] == summary.usage.total_cost
     low, high = row["accuracy_ci_low"], row["accuracy_ci_high"]
@@ -86,7 +86,7 @@ def test_points_averaged_per_sample_give_the_folds_accuracy(values: list[str]) -
             per_sample.setdefault(str(sample_id), []).append(Fraction(float(points)))
     means = [sum(v, Fraction(0)) / len(v) for v in per_sample.values()]
     expected = float(sum(means, Fraction(0)) / len(means)) if means else 0.0
-    assert expected == fold(records, RUN_KEY).accuracy
+    assert expected == fold_records(records, RUN_KEY).accuracy
 
 
 def test_config_fields_are_flattened_and_lists_kept_as_json() -> None:

@@ -1,4 +1,4 @@
-"""FoldFields: the fold view's fields without models, accepted exactly when FoldView accepts."""
+"""The fold prefix's check accepts exactly what FoldView accepts, and both give one contribution."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import math
 from io import BytesIO
 from typing import Any
 
-import pytest
 from fastavro import schemaless_writer
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from resultlog.consumers._decode import decode_contribution
 from resultlog.consumers.fold import Contribution
 from resultlog.schemas import (
     MAX_COST_USD,
@@ -21,17 +21,18 @@ from resultlog.schemas import (
     MAX_TOKENS,
     TRUSTED_JSON,
     Codec,
-    DecodeError,
     FoldView,
     SampleResult,
+    decode_key,
     shipped_catalog,
 )
-from resultlog.schemas._prefix import FIRST_MS, LAST_MS, read_prefix
-from resultlog.schemas._view import ViewPlans, accepts
+from resultlog.schemas._limits import FIRST_MS, LAST_MS
+from resultlog.schemas._prefix import read_prefix
+from resultlog.schemas._view import ViewPlans
+from resultlog.schemas.errors import Location
 from resultlog.schemas.runkey import is_run_key_part
 from tests.schemas.test_fold_view import VECTORS
 from tests.support.framings import framings
-from tests.support.records import RecordFactory
 from tests.support.strategies import sample_results
 
 
@@ -115,14 +116,6 @@ def _pydantic_accepts(datum: dict[str, Any]) -> bool:
     return True
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(datum=DATUMS)
-def test_the_plain_check_accepts_exactly_what_the_fold_view_model_accepts(
-    datum: dict[str, Any],
-) -> None:
-    assert accepts(datum) == _pydantic_accepts(datum)
-
-
 def _cut_v3_body(datum: dict[str, Any]) -> bytes | None:
     """The datum written with v3's cut schema (created_at a plain long): a fold prefix's bytes;
     None for a value its Avro type cannot hold (an int field past 32 bits)."""
@@ -163,33 +156,18 @@ def test_the_prefix_gives_the_contribution_of_the_view(record: SampleResult) -> 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record=sample_results())
-def test_the_fields_give_the_contribution_of_the_view_in_every_framing(
-    record: SampleResult,
-) -> None:
+def test_every_framing_gives_the_contribution_of_the_view(record: SampleResult) -> None:
+    key = decode_key(record.key)
     for name, (codec, raw) in framings(record).items():
-        fields = codec.decode_fold_fields(raw)
         full = Contribution.of(codec.decode_sample_result(raw))
-        assert Contribution.of_fields(fields) == Contribution.of(codec.decode_fold_view(raw))
-        assert Contribution.of_fields(fields) == full, name
+        assert Contribution.of(codec.decode_fold_view(raw)) == full, name
+        assert decode_contribution(codec, key, raw, Location()) == full, name
 
 
 def test_every_golden_vector_gives_the_contribution_of_its_full_decode() -> None:
     codec = Codec()
     for vector in VECTORS["records"]:
         raw = bytes.fromhex(vector["single_object_hex"])
-        expected = Contribution.of(codec.decode_sample_result(raw))
-        assert Contribution.of_fields(codec.decode_fold_fields(raw)) == expected, vector["name"]
-
-
-def test_the_fields_refuse_what_the_view_refuses_before_reading(
-    make_record: RecordFactory,
-) -> None:
-    codec = Codec()
-    good = codec.encode_sample_result(make_record())
-    for raw in (None, b"", b"\x07garbage", good[:40]):
-        with pytest.raises(DecodeError) as view:
-            codec.decode_fold_view(raw)
-        with pytest.raises(DecodeError) as fields:
-            codec.decode_fold_fields(raw)
-        assert type(fields.value) is type(view.value)
-        assert str(fields.value) == str(view.value)
+        record = codec.decode_sample_result(raw)
+        contribution = decode_contribution(codec, decode_key(record.key), raw, Location())
+        assert contribution == Contribution.of(record), vector["name"]
