@@ -18,7 +18,6 @@ a local broker in a temporary directory. Figures on a shared machine are noisy u
 from __future__ import annotations
 
 import argparse
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Producer, TopicPartition
 
-from benchmarks._aggregator import spawn, spawned_fold_path
+from benchmarks._aggregator import spawn, spawned_fold_path, stop
 from benchmarks._kafka import (
     FILL_EPOCHS,
     FILL_RUN_RECORDS,
@@ -115,10 +114,10 @@ def _rebuilds(
         write_s = _metric(written, "checkpoint_write_seconds_total")
         snapshot_s = _metric(written, "checkpoint_snapshot_seconds_total")
     finally:
-        _stop(child)
+        stop(child)
     _write_tail(dict(settings.client_config()), settings.results_topic, tail)
     restored_s, child, _ = _until_served(settings, runs + 1, scratch / "b")
-    _stop(child)
+    stop(child)
     return full_s, restored_s, write_s, snapshot_s
 
 
@@ -184,15 +183,6 @@ def _metric(text: str, name: str) -> float:
         if line.startswith(_METRIC + name + " "):
             return float(line.split()[-1])
     return 0.0
-
-
-def _stop(child: subprocess.Popen[str]) -> None:
-    child.send_signal(signal.SIGTERM)
-    try:
-        child.wait(120)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait(10)
 
 
 def _write_tail(config: ClientConfig, topic: str, tail: int) -> None:

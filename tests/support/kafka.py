@@ -157,9 +157,8 @@ def message_count(settings: Settings, topic: str | None = None) -> int:
         try:
             count = 0
             for partition in range(kafka.partition_count(name, consumer)):
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(name, partition), timeout=DEADLINE_S, cached=False
-                )
+                tp = TopicPartition(name, partition)
+                low, high = watermark_offsets(consumer, tp, DEADLINE_S)
                 count += high - low
             return count
         finally:
