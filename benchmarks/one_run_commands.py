@@ -3,7 +3,7 @@
 `resultlog run` of a finished run (a resume that asks nothing), `resultlog status` and
 `resultlog replay` of a 100-record run (50 samples x 2 epochs, written by `resultlog run`
 against an offline model server that never fails), each timed as a whole child process, the
-median of five after one unmeasured run. The run sits at each of three places of its partition
+median of nine after one unmeasured run. The run sits at each of three places of its partition
 (the first records of the log, half-way through it, its last records); an aggregator with a
 state directory keeps the run index, as a deployment's does. Each command's figure is its
 worst place's ratio to the same command at the same place on the empty log (goal: 1.2x).
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     """Measure and print the figures with their goals."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--others", type=int, default=1_000_000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=9)
     add_results_argument(parser)
     args = parser.parse_args(argv)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
