@@ -22,13 +22,12 @@ from confluent_kafka import (
 from resultlog.consumers._index_codec import IndexedLog
 from resultlog.consumers._ingest import Ingested, Ingestor
 from resultlog.consumers.aggregator._index import RunIndexWriter
-from resultlog.consumers.aggregator._kafka import watermarks
+from resultlog.consumers.aggregator._kafka import delete_retention_ms, watermarks
 from resultlog.consumers.aggregator._layout import MISSING, LayoutWatch, check_layout
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
 from resultlog.consumers.aggregator._stores import Stores
-from resultlog.consumers.aggregator.checkpoint import Checkpoints, Restored, delete_retention_ms
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution
@@ -45,7 +44,7 @@ _IDLE_WAIT_S = 0.02  # also how soon an idle consumer thread serves a reader's r
 _TICK_BUDGET_S = 0.01  # folding for publication per loop iteration, before consuming again
 _ERROR_LOG_EVERY_S = 30.0
 _REGISTRY_PAUSE_S = 1.0  # before reading again what the registry kept us from decoding
-_STALE_READ_S = 5.0  # reading the summaries to serve stale, before restoring checkpoints
+_STALE_READ_S = 5.0  # reading the summaries to serve stale, before restoring a store
 _REGISTRY_ERROR = -1  # the key of registry failures among the rate-limited error logs
 
 
@@ -88,7 +87,6 @@ class ConsumerLoop:
             )
             self._watcher = SummaryWatcher(kafka)
             max_age_ms = delete_retention_ms(kafka)  # saved state older may miss a tombstone
-            self._checkpoints = Checkpoints.open(kafka, metrics, results, consumer, max_age_ms)
             self._stores = Stores(kafka, metrics, results, root=state_dir, max_age_ms=max_age_ms)
             self._save_interval_s = kafka.settings.aggregator_save_interval_s
             self._index = RunIndexWriter(kafka, results)
@@ -116,8 +114,6 @@ class ConsumerLoop:
             while not self._stopping.is_set():
                 wait = min(_IDLE_WAIT_S, max(0.0, next_tick - time.monotonic()))
                 self._handle(self._receive(wait))
-                if self._checkpoints is not None:
-                    self._checkpoints.write_due(self._shared)
                 with self._shared.lock:
                     self._state.save(self._save_interval_s)
                 self._reconcile()
@@ -362,11 +358,10 @@ class ConsumerLoop:
         except (KafkaException, RuntimeError) as exc:
             log.warning("closing the consumer: %s", exc)
         self._watcher.close()
-        if self._checkpoints is not None:
-            self._checkpoints.close()
         self._index.close()
         with self._shared.lock:
             self._state.close()
+        self._stores.close()
         self._publisher.flush(10.0)
         self._dlq.flush(10.0)
 
@@ -375,6 +370,7 @@ class ConsumerLoop:
         with self._shared.lock:
             self._state.close()
             self._state.partitions.clear()
+        self._stores.close()
         try:
             self._consumer.close()
         except Exception as exc:  # the consumer may already be broken; nothing else to do
@@ -389,33 +385,24 @@ class ConsumerLoop:
             # The topic grew: its run keys map elsewhere now.
             check_layout(self._kafka, consumer, [self.topic, self._kafka.summaries_topic])
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
+        unsaved = {p: bounds[p] for p in fresh}
+        self._serve_stale(unsaved)
+        # Outside the lock: meanwhile readers get the summaries topic's summaries, stale.
         opened = self._stores.open(bounds)
         if fresh:
             self._identified(fresh)
-        unsaved = {p: bounds[p] for p, found in opened.items() if found.next_offset is None}
-        self._serve_stale(unsaved)
-        restored = self._restore_checkpoints(unsaved)
-        # Outside the lock: meanwhile readers get the summaries topic's summaries, stale.
-        filled = {
-            p: Stores.fill(opened[p].store, found.rows, found.next_offset)
-            for p, found in restored.items()
-        }
         starts: dict[int, int] = {}
         with self._shared.lock:
             self._state.joined = True
             for partition, (low, high) in bounds.items():
-                store = opened[partition].store
-                saved, found = opened[partition].next_offset, restored.get(partition)
-                if saved is not None:
-                    starts[partition] = saved
-                    folds = opened[partition].folds
-                    self._state.restore(partition, high, saved, folds, store)
-                elif found is not None:
+                found = opened[partition]
+                if found.next_offset is not None:
                     starts[partition] = found.next_offset
-                    folds = filled[partition]
-                    self._state.restore(partition, high, found.next_offset, folds, store)
+                    self._state.restore(
+                        partition, high, found.next_offset, found.folds, found.store
+                    )
                 else:
-                    self._state.assign(partition, low, high, store)
+                    self._state.assign(partition, low, high, found.store)
         self._metrics.rebuilds.inc(len(fresh))
         rebuilt = [p for p in fresh if p not in starts]
         if rebuilt:
@@ -497,37 +484,25 @@ class ConsumerLoop:
                 placeholder.stale = self._watcher.held(partition)
         self._watcher.catch_up(list(unsaved), _STALE_READ_S)
 
-    def _restore_checkpoints(
-        self, unsaved: dict[int, tuple[int, int | None]]
-    ) -> dict[int, Restored]:
-        checkpoints = self._checkpoints
-        if checkpoints is None:
-            return {}
-        identity = self._stores.identity
-        checkpoints.identify(None if identity is None else (identity.cluster_id, identity.topic_id))
-        return checkpoints.restore(unsaved)
-
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {p.partition for p in partitions}
         self._publish_changed(gone)
         positions = self._positions()
         for partition in gone:
             self._index.revoke(partition, positions.get(partition))
-        if self._checkpoints is not None:
-            self._checkpoints.write_now(self._shared, gone)
         self._drop(gone)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Another member may own these already: publish nothing, just forget them.
         for partition in partitions:
             self._index.revoke(partition.partition, None)
-        self._drop({p.partition for p in partitions})
+        self._drop({p.partition for p in partitions}, lost=True)
 
-    def _drop(self, partitions: set[int]) -> None:
+    def _drop(self, partitions: set[int], *, lost: bool = False) -> None:
         self._watcher.revoke(partitions)
         with self._shared.lock:
             for partition in partitions:
-                self._state.revoke(partition)
+                self._state.revoke(partition, lost=lost)
         if partitions:
             log.info("dropped partitions %s of %s", sorted(partitions), self.topic)
 

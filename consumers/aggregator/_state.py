@@ -208,12 +208,14 @@ class AggregatorState:
         state.dirty = set(folds)
         self.partitions[partition] = state
 
-    def revoke(self, partition: int) -> None:
+    def revoke(self, partition: int, *, lost: bool = False) -> None:
         """Forget a partition: its runs are no longer this instance's to serve or publish
-        (its store keeps what was read, for the next assignment)."""
+        (its store keeps what was flushed, and unless `lost` what was read since: a lost
+        partition may have another owner already, whose changelog it is now)."""
         state = self.partitions.pop(partition, None)
         if state is not None and state.store is not None:
-            state.store.flush(state.position)
+            if not lost:
+                state.store.flush(state.position)
             state.store.close()
         if not self.partitions:  # holding nothing (all lost, say): not a member that serves
             self.joined = False
