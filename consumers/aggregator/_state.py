@@ -75,6 +75,7 @@ class PartitionState:
     # The summaries topic's values of this partition (summaries, tombstones, garbage), as far
     # as read: its summaries are served marked stale until the partition is caught up.
     stale: Mapping[RunKey, object] = field(default_factory=dict)
+    restore: tuple[int, int] | None = None  # while its store restores: changelog read, of
 
     def stale_summaries(self) -> dict[RunKey, RunSummary]:
         """The summaries topic's summaries of this partition (nothing once caught up)."""
@@ -427,6 +428,7 @@ class AggregatorState:
                     lag=p.lag,
                     caught_up=p.caught_up,
                     runs=sum(1 for run in p.runs.values() if len(run.fold)),
+                    restoring=p.restore,
                 )
                 for _, p in sorted(self.partitions.items())
             ),

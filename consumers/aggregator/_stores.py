@@ -5,6 +5,7 @@ a new machine), else rebuild it (see `store`)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from resultlog.consumers.aggregator._changelog import KafkaChangelog
@@ -21,7 +22,14 @@ from resultlog.consumers.aggregator.store import (
 )
 from resultlog.kafka import KafkaClientError, KafkaConnection
 
-__all__ = ["Stores"]
+__all__ = ["Cancelled", "Progress", "Stores"]
+
+Progress = Callable[[int, int], None]  # changelog records read, and to read in all
+
+
+class Cancelled(Exception):  # noqa: N818 - a signal, not an error
+    """The partition was revoked while its store was being restored."""
+
 
 log = logging.getLogger(__name__)
 
@@ -45,47 +53,49 @@ class Stores:
         self._max_age_ms = max_age_ms
         self._cache_keys = kafka.settings.aggregator_cache_keys
         self._memory_bytes = kafka.settings.aggregator_store_memory_mb << 20
-        self.identity: LogIdentity | None = None
         self.changelog = _changelog(kafka)
 
-    def open(self, bounds: dict[int, tuple[int, int | None]]) -> dict[int, Opened]:
-        """Each partition's store: with its folds if usable, emptied (and said) otherwise."""
-        if not bounds:
-            return {}
+    def open_one(
+        self,
+        partition: int,
+        limits: tuple[int, int | None],
+        share: int = 1,
+        progress: Progress | None = None,
+    ) -> tuple[Opened, LogIdentity | None]:
+        """A partition's store, with its folds if usable, emptied (and said) otherwise, and
+        the log it was checked against (None: unknown); `share`: stores opened together,
+        which share the cache; `progress` hears how far the changelog is read."""
         identity = self._identify()
-        cache_keys = max(1, self._cache_keys // max(1, len(bounds)))
-        opened: dict[int, Opened] = {}
-        for partition, limits in sorted(bounds.items()):
-            found = open_store(
-                self._root,
-                identity or LogIdentity("", self._kafka.results_topic, "", self._partitions),
-                partition,
-                limits,
-                max_age_ms=self._max_age_ms,
-                cache_keys=cache_keys,
-                memory_bytes=self._memory_bytes,
-            )
-            if identity is None:
-                found = Opened(found.store, None, {}, found.refused)
-                self._ignored(partition, "unidentified", "the results topic's ID is unknown")
-            else:
-                local = found.refused  # said even when the changelog restores the store
-                if local is not None and local.reason != "missing":
-                    self._ignored(partition, local.reason, local.detail)
-                found = self._restored(found, identity, limits, cache_keys)
-                if found.refused is not None and found.refused is not local:
-                    self._ignored(partition, found.refused.reason, found.refused.detail)
-                else:
-                    self._metrics.states_restored.inc()
-                    log.info(
-                        "resumed %s[%d] from %s: %d runs up to offset %s",
-                        self._kafka.results_topic, partition, found.store.path,
-                        len(found.folds), found.next_offset,
-                    )  # fmt: skip
-            found.store.identity = identity  # None: never saved as restorable
-            found.store.changelog = self.changelog if identity is not None else None
-            opened[partition] = found
-        return opened
+        cache_keys = max(1, self._cache_keys // share)
+        found = open_store(
+            self._root,
+            identity or LogIdentity("", self._kafka.results_topic, "", self._partitions),
+            partition,
+            limits,
+            max_age_ms=self._max_age_ms,
+            cache_keys=cache_keys,
+            memory_bytes=self._memory_bytes,
+        )
+        if identity is None:
+            found = Opened(found.store, None, {}, found.refused)
+            self._ignored(partition, "unidentified", "the results topic's ID is unknown")
+        else:
+            local = found.refused  # said even when the changelog restores the store
+            if local is not None and local.reason != "missing":
+                self._ignored(partition, local.reason, local.detail)
+            found = self._restored(found, identity, limits, cache_keys, progress)
+            if found.refused is not None and found.refused is not local:
+                self._ignored(partition, found.refused.reason, found.refused.detail)
+            elif found.refused is None:
+                self._metrics.states_restored.inc()
+                log.info(
+                    "resumed %s[%d] from %s: %d runs up to offset %s",
+                    self._kafka.results_topic, partition, found.store.path,
+                    len(found.folds), found.next_offset,
+                )  # fmt: skip
+        found.store.identity = identity  # None: never saved as restorable
+        found.store.changelog = self.changelog if identity is not None else None
+        return found, identity
 
     def _restored(
         self,
@@ -93,6 +103,7 @@ class Stores:
         identity: LogIdentity,
         limits: tuple[int, int | None],
         cache_keys: int,
+        progress: Progress | None = None,
     ) -> Opened:
         """The store brought up to date from the changelog (from the offset it holds, or from
         the start when it holds nothing), its folds; emptied if the changelog is refused."""
@@ -114,9 +125,17 @@ class Stores:
                     return found
                 store, meta = destroy(store, cache_keys, self._memory_bytes), None
             start = low if meta is None else meta.changelog_offset
-            refused = restore_changelog(
-                store, lambda a, b: changelog.read(partition, a, b), (start, high), identity
-            )
+            told = None if progress is None else _told(progress, start, high)
+            if told is not None:
+                told(start)
+            try:
+                refused = restore_changelog(
+                    store, lambda a, b: changelog.read(partition, a, b), (start, high), identity,
+                    told,
+                )  # fmt: skip
+            except Cancelled:
+                store.close()  # what it wrote says `restoring`: the next assignment goes on
+                raise
             if refused is None:
                 if start == high and found.next_offset is not None:
                     return found  # nothing new on the changelog: the folds stand
@@ -138,10 +157,8 @@ class Stores:
             cluster_id, topic_id = self._kafka.topic_identity(topic)
         except KafkaClientError as exc:
             log.warning("cannot tell which log %s is (%s): its state is rebuilt", topic, exc)
-            self.identity = None
             return None
-        self.identity = LogIdentity(cluster_id, topic, topic_id, self._partitions)
-        return self.identity
+        return LogIdentity(cluster_id, topic, topic_id, self._partitions)
 
     def _ignored(self, partition: int, reason: str, detail: str) -> None:
         self._metrics.states_ignored.labels(reason=reason).inc()
@@ -169,3 +186,8 @@ def _changelog(kafka: KafkaConnection) -> KafkaChangelog | None:
             exc,
         )
         return None
+
+
+def _told(progress: Progress, start: int, end: int) -> Callable[[int], None]:
+    """A restore's offset progress as records read of records to read."""
+    return lambda offset: progress(offset - start, end - start)

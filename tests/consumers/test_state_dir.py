@@ -63,7 +63,13 @@ def test_a_new_machine_serves_stale_summaries_while_it_restores_from_the_changel
                 found = aggregator.lookup(run_key)
                 assert found.summary is not None and found.rebuilding
                 assert found.summary.records == expected(settings, run_key)["records"]
-            assert not aggregator.health().ready
+            health = aggregator.health()
+            # The rebalance callback returned: the group is joined, the stores restore.
+            assert health.joined and not health.ready
+            assert set(health.as_json()["restoring"]) == {
+                str(p) for p in range(settings.partitions)
+            }
+            assert "restoring partitions" in health.restoring_text()
         finally:
             release.set()
         _wait_equal(aggregator, settings)
