@@ -196,3 +196,35 @@ def test_a_changelog_of_another_log_is_refused(tmp_path: Path) -> None:
     refused = restore_changelog(fresh, changelog.read, (0, changelog.end), IDENTITY)
     assert refused is not None and refused.reason == "foreign_topic"
     fresh.close()
+
+
+def test_a_restore_cut_short_is_finished_by_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("resultlog.consumers.aggregator.store._restore._BATCH", 2)
+    changelog = ListChangelog()
+    store = _open(tmp_path / "a", 0, 100, changelog).store
+    fold, memory = store.new_fold(RUNS[0]), RunFold(RUNS[0])
+    for offset in range(6):
+        record = make_record(offset, 0, run_key=RUNS[0])
+        fold.apply(record)
+        memory.apply(record)
+        store.touched(fold)
+        store.flush(offset + 1)
+    store.close()
+
+    def killed(_offset: int) -> None:
+        raise _Killed
+
+    fresh = _open(tmp_path / "b", 6, 100, changelog).store
+    with contextlib.suppress(_Killed):
+        restore_changelog(fresh, changelog.read, (0, changelog.end), IDENTITY, killed)
+    _killed(fresh)
+    cut = _open(tmp_path / "b", 6, 100, changelog)
+    assert cut.meta is not None and cut.meta.restoring and cut.next_offset is None
+    assert check_meta(cut.meta, IDENTITY, 0, (0, 6), DAY_MS) is not None  # never served
+    cut.store.close()
+    restored, folds, start = _restart(tmp_path / "b", 6, 100, changelog)
+    assert start == 6
+    assert folds[RUNS[0]].summary() == memory.summary()
+    restored.close()
