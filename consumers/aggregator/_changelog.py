@@ -16,7 +16,7 @@ from resultlog.consumers.aggregator.store import (
     ChangelogRecord,
     Entries,
 )
-from resultlog.kafka import KafkaClientError, KafkaConnection, produce
+from resultlog.kafka import KafkaClientError, KafkaConnection, arrived, produce
 
 __all__ = ["KafkaChangelog"]
 
@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 _ACK_TIMEOUT_S = 30.0
 _READ_STALL_S = 30.0  # no record and no end of partition for this long: the read failed
 _BATCH = 5000
+# Gapless: a message that fails fails every later one, so the marker's delivery vouches for
+# the entries before it (no callback per entry).
+_PRODUCER = {"linger.ms": 2, "enable.gapless.guarantee": True}
 
 
 class KafkaChangelog:
@@ -33,18 +36,15 @@ class KafkaChangelog:
         self.topic = kafka.settings.changelog_topic
         self._kafka = kafka
         _, self.topic_id = kafka.topic_identity(self.topic)
-        self._producer = kafka.durable_producer({"linger.ms": 2})
+        self._producer = kafka.durable_producer(_PRODUCER)
         self._watermarks = kafka.reader()
 
     def write(self, partition: int, entries: Entries, marker: bytes | None) -> int:
         """Write the entries, then the marker (None: its tombstone), acknowledged; the offset
-        after the marker."""
+        after the marker. Only the marker's delivery is heard: the producer is gapless, so a
+        marker delivered means every entry before it was."""
         failed: list[KafkaError] = []
         marked: list[int] = []
-
-        def delivered(error: KafkaError | None, _message: Message) -> None:
-            if error is not None:
-                failed.append(error)
 
         def delivered_marker(error: KafkaError | None, message: Message) -> None:
             if error is not None:
@@ -52,20 +52,20 @@ class KafkaChangelog:
             else:
                 marked.append(message.offset() or 0)
 
+        producer = self._producer
         try:
             for key, value in entries:
-                produce(
-                    self._producer, self.topic, key, value,
-                    partition=partition, on_delivery=delivered,
-                )  # fmt: skip
+                produce(producer, self.topic, key, value, partition=partition)
             produce(
-                self._producer, self.topic, MARKER_KEY, marker,
+                producer, self.topic, MARKER_KEY, marker,
                 partition=partition, on_delivery=delivered_marker,
             )  # fmt: skip
+            producer.flush(_ACK_TIMEOUT_S)
         except KafkaClientError as exc:
-            raise ChangelogError(f"cannot write {self.topic}[{partition}]: {exc}") from exc
-        self._producer.flush(_ACK_TIMEOUT_S)
+            failed.append(KafkaError(KafkaError._FAIL, str(exc)))
         if failed or not marked:
+            # A gapless producer that lost a message is done for: the next write gets another.
+            self._producer = self._kafka.durable_producer(_PRODUCER)
             reason = failed[0].str() if failed else "no acknowledgement in time"
             raise ChangelogError(f"cannot write {self.topic}[{partition}]: {reason}")
         return marked[0] + 1
@@ -88,7 +88,7 @@ class KafkaChangelog:
             consumer.assign([TopicPartition(self.topic, partition, start)])
             stalled_at = time.monotonic() + _READ_STALL_S
             while True:
-                batch = consumer.consume(_BATCH, 0.5)
+                batch = arrived(consumer, _BATCH, 0.5)  # consume() would wait to fill it
                 if not batch and time.monotonic() > stalled_at:
                     raise ChangelogError(f"{self.topic}[{partition}] stopped answering")
                 for message in batch:

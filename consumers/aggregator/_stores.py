@@ -5,6 +5,7 @@ a new machine), else rebuild it (see `store`)."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from resultlog.consumers.aggregator.store import (
     open_store,
     restore_changelog,
 )
-from resultlog.kafka import KafkaClientError, KafkaConnection
+from resultlog.kafka import KafkaClientError, KafkaConnection, TopicLayoutError
 
 __all__ = ["Cancelled", "Progress", "Stores"]
 
@@ -128,6 +129,7 @@ class Stores:
             told = None if progress is None else _told(progress, start, high)
             if told is not None:
                 told(start)
+            started = time.monotonic()
             try:
                 refused = restore_changelog(
                     store, lambda a, b: changelog.read(partition, a, b), (start, high), identity,
@@ -136,6 +138,9 @@ class Stores:
             except Cancelled:
                 store.close()  # what it wrote says `restoring`: the next assignment goes on
                 raise
+            if high > start:
+                log.info("read %s[%d] from offset %d to %d in %.1fs", changelog.topic, partition,
+                         start, high, time.monotonic() - started)  # fmt: skip
             if refused is None:
                 if start == high and found.next_offset is not None:
                     return found  # nothing new on the changelog: the folds stand
@@ -179,7 +184,10 @@ class Stores:
 def _changelog(kafka: KafkaConnection) -> KafkaChangelog | None:
     """The changelog topic's writer and reader; None (said once) if the topic is missing."""
     try:
+        kafka.partition_count(kafka.settings.changelog_topic)  # another layout: refused
         return KafkaChangelog(kafka)
+    except TopicLayoutError:
+        raise
     except KafkaClientError as exc:
         log.warning(
             "no changelog (%s): state is kept on this machine only; run `resultlog topics create`",

@@ -53,6 +53,7 @@ class ListChangelog:
     def __init__(self) -> None:
         self.records: list[ChangelogRecord] = []
         self.die_after: int | None = None
+        self.end = 0  # the next offset: compaction never moves it
 
     def write(self, partition: int, entries: Entries, marker: bytes) -> int:
         for key, value in [*entries, (MARKER_KEY, marker)]:
@@ -61,8 +62,9 @@ class ListChangelog:
                 raise _Killed
             if self.die_after is not None:
                 self.die_after -= 1
-            self.records.append(ChangelogRecord(len(self.records), key, value))
-        return len(self.records)
+            self.records.append(ChangelogRecord(self.end, key, value))
+            self.end += 1
+        return self.end
 
     def read(self, start: int, end: int) -> list[ChangelogRecord]:
         return [r for r in self.records if start <= r.offset < end]
@@ -71,10 +73,6 @@ class ListChangelog:
         """Keep each key's last record only, as a full compaction does (offsets stay)."""
         last = {r.key: r.offset for r in self.records}
         self.records = [r for r in self.records if last[r.key] == r.offset]
-
-    @property
-    def end(self) -> int:
-        return self.records[-1].offset + 1 if self.records else 0
 
 
 def _open(root: Path, end: int, cache_keys: int, changelog: ListChangelog) -> Opened:
@@ -103,7 +101,7 @@ def _restart(
         refused = check_meta(store.meta(), IDENTITY, 0, (0, end), DAY_MS)
     if refused is not None:  # rebuilt from the results, the changelog emptied
         assert refused.reason in {"missing", "lost"}, refused
-        changelog.records.clear()
+        changelog.records.clear()  # tombstoned: nothing of it is restored again
         store = destroy(store, cache_keys)
         store.identity, store.changelog = IDENTITY, changelog
         return store, {}, 0

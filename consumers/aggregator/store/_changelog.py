@@ -14,7 +14,7 @@ what their totals say, else the changelog is refused and the partition rebuilt.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,7 +27,6 @@ __all__ = [
     "Entries",
     "Tail",
     "find_tail",
-    "up_to",
 ]
 
 Entries = list[tuple[bytes, bytes | None]]
@@ -83,11 +82,3 @@ def find_tail(
         if seen or low <= start:
             return Tail(marker, frozenset(after))
         low = max(start, end - 2 * (end - low))
-
-
-def up_to(records: Iterable[ChangelogRecord], last: int) -> Iterator[ChangelogRecord]:
-    """The records up to offset `last`, inclusive."""
-    for record in records:
-        if record.offset > last:
-            return
-        yield record

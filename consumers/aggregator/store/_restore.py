@@ -10,7 +10,6 @@ from resultlog.consumers.aggregator.store._changelog import (
     ChangelogRecord,
     Entries,
     find_tail,
-    up_to,
 )
 from resultlog.consumers.aggregator.store._codec import (
     LATEST,
@@ -56,7 +55,7 @@ def restore_changelog(
         return refused
     during = dataclasses.replace(last, changelog_offset=start, restoring=True)
     entries: Entries = []
-    for record in up_to(read(start, end), tail.marker.offset):
+    for record in read(start, tail.marker.offset + 1):
         if record.key != META:
             entries.append((record.key, record.value))
         if len(entries) >= _BATCH:
