@@ -13,19 +13,14 @@ from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.dlq import REASON_KINDS
 from resultlog.schemas import RunKey
 
-__all__ = ["CHECKPOINT_IGNORED", "STATE_IGNORED", "AggregatorMetrics", "RunSpend"]
+__all__ = ["STATE_IGNORED", "AggregatorMetrics", "RunSpend"]
 
 _PREFIX = "resultlog_aggregator"
 
-# Why a partition's checkpoint was not used (the reasons of `_checkpoint_read.Unusable`).
-CHECKPOINT_IGNORED = (
-    "missing", "corrupt", "incomplete", "foreign", "beyond_end", "truncated", "stale",
-    "unreadable", "foreign_cluster", "foreign_topic", "old_version",
-)  # fmt: skip
 # Why a partition's state store was not used (the reasons of `store.Refused`).
 STATE_IGNORED = (
     "missing", "corrupt", "foreign_cluster", "foreign_topic", "foreign_layout", "beyond_end",
-    "truncated", "stale", "unidentified",
+    "truncated", "stale", "unidentified", "interrupted", "lost", "changelog",
 )  # fmt: skip
 
 # Each served run's key and its spend in USD (every attempt: the summary's spent_cost).
@@ -115,25 +110,12 @@ class AggregatorMetrics:
         )
         self.rebuilds = Counter(
             f"{_PREFIX}_rebuilds",
-            "Partition assignments (each restores a checkpoint or re-folds from the beginning).",
+            "Partition assignments (each resumes or restores its store, or re-folds it all).",
             registry=self.registry,
         )
-        self.checkpoints_restored = Counter(
-            f"{_PREFIX}_checkpoints_restored",
-            "Partition assignments that restored a checkpoint and read only the tail.",
-            registry=self.registry,
-        )
-        self.checkpoints_ignored = Counter(
-            f"{_PREFIX}_checkpoints_ignored",
-            "Partition assignments that found no usable checkpoint, by reason.",
-            ["reason"],
-            registry=self.registry,
-        )
-        for reason in CHECKPOINT_IGNORED:
-            self.checkpoints_ignored.labels(reason=reason)
         self.states_restored = Counter(
             f"{_PREFIX}_states_restored",
-            "Partition assignments that resumed the partition's state directory store.",
+            "Partition assignments that resumed a store (state directory, changelog or both).",
             registry=self.registry,
         )
         self.states_ignored = Counter(
@@ -144,26 +126,6 @@ class AggregatorMetrics:
         )
         for reason in STATE_IGNORED:
             self.states_ignored.labels(reason=reason)
-        self.checkpoints_written = Counter(
-            f"{_PREFIX}_checkpoints_written",
-            "Checkpoints of a partition written completely (pieces, then header).",
-            registry=self.registry,
-        )
-        self.checkpoint_failures = Counter(
-            f"{_PREFIX}_checkpoint_failures",
-            "Checkpoints that could not be written (the previous one stays valid).",
-            registry=self.registry,
-        )
-        self.checkpoint_write_seconds = Counter(
-            f"{_PREFIX}_checkpoint_write_seconds",
-            "Time the checkpoint thread spent encoding and writing checkpoints.",
-            registry=self.registry,
-        )
-        self.checkpoint_snapshot_seconds = Counter(
-            f"{_PREFIX}_checkpoint_snapshot_seconds",
-            "Time the consumer thread spent taking snapshots for checkpoints (under the lock).",
-            registry=self.registry,
-        )
         self.registry.register(_StateCollector(snapshot))
         if spend is not None:
             self.registry.register(_SpendCollector(spend))

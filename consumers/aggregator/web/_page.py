@@ -102,6 +102,7 @@ def page_routes(source: SummarySource, samples: SampleCache, reads: ReadPool) ->
             models=sorted({s.model for s in everything}),
             query=query,
             stale=found.stale,
+            restoring=source.health().restoring_text(),
         )
         return HTMLResponse(body, headers=_NO_STORE)
 
