@@ -21,6 +21,7 @@ from resultlog.consumers.aggregator.store import (
     open_store,
     restore_changelog,
 )
+from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, TopicLayoutError
 
 __all__ = ["Cancelled", "Progress", "Stores"]
@@ -28,7 +29,7 @@ __all__ = ["Cancelled", "Progress", "Stores"]
 Progress = Callable[[int, int], None]  # changelog records read, and to read in all
 
 
-class Cancelled(Exception):  # noqa: N818 - a signal, not an error
+class Cancelled(ConsumerError):  # noqa: N818 - a signal, not an error
     """The partition was revoked while its store was being restored."""
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from resultlog.consumers.aggregator.store._codec import META
+from resultlog.consumers.errors import ConsumerError
 
 __all__ = [
     "Changelog",
@@ -32,7 +33,7 @@ __all__ = [
 Entries = list[tuple[bytes, bytes | None]]
 
 
-class ChangelogError(Exception):
+class ChangelogError(ConsumerError):
     """A changelog could not be written or read."""
 
 
