@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 
@@ -16,9 +19,22 @@ from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
 
-__all__ = ["consumed", "fresh_settings", "serving", "spawn", "spawned_fold_path"]
+__all__ = [
+    "consumed",
+    "fresh_settings",
+    "listed",
+    "serving",
+    "spawn",
+    "spawned_fold_path",
+    "stop",
+    "until",
+    "wait_idle",
+]
 
 _CONSUMED = "resultlog_aggregator_records_consumed_total"
+UNTIL_S = 3600.0
+_IDLE_CPU = 0.15  # the aggregator's share of a core below which it counts as idle
+_IDLE_WAIT_S = 600.0
 
 
 def fresh_settings(partitions: int) -> Settings:
@@ -93,3 +109,52 @@ def _wait_ready(child: subprocess.Popen[str], base_url: str) -> None:
         if time.monotonic() > deadline:
             raise SystemExit("the aggregator never became ready")
         time.sleep(0.05)
+
+
+def listed(url: str, runs: int) -> str:
+    """ "served" once every run is served from the aggregator's state, "stale" while the
+    summaries topic's summaries of them are listed, "" otherwise."""
+    try:
+        listing = httpx.get(url + "/runs", params={"limit": 1}, timeout=30)
+        ready = httpx.get(url + "/healthz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return ""
+    if listing.headers.get("X-Total-Count") != str(runs):
+        return ""
+    return "served" if ready else "stale"  # ready: every partition caught up, nothing stale
+
+
+def until(condition: Callable[[], bool], what: str) -> None:
+    """Wait until `condition()` holds; exit naming `what` after UNTIL_S."""
+    deadline = time.monotonic() + UNTIL_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"not {what} in {UNTIL_S:g}s")
+        time.sleep(0.05)
+
+
+def wait_idle(pid: int) -> None:
+    """Wait (at most _IDLE_WAIT_S) until the process used under _IDLE_CPU of a core for
+    three seconds in a row."""
+    deadline = time.monotonic() + _IDLE_WAIT_S
+    idle = 0
+    while time.monotonic() < deadline and idle < 3:
+        before = cpu_s(pid)
+        time.sleep(1.0)
+        idle = idle + 1 if cpu_s(pid) - before < _IDLE_CPU else 0
+
+
+def cpu_s(pid: int) -> float:
+    """The CPU seconds process `pid` has used (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stop(child: subprocess.Popen[str]) -> None:
+    """Stop a spawned aggregator as an operator does (SIGTERM), killing it if it hangs."""
+    child.send_signal(signal.SIGTERM)
+    try:
+        child.wait(300)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait(10)

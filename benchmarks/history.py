@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -43,10 +42,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 from confluent_kafka import Producer
 
-from benchmarks._aggregator import spawn
+from benchmarks._aggregator import cpu_s, listed, spawn, stop, until, wait_idle
 from benchmarks._kafka import (
     FILL_RUN_RECORDS,
     ClientConfig,
@@ -74,9 +72,6 @@ GOAL_BYTES_PER_RECORD = 25.0
 GOAL_RESTART_S = 10.0
 GOAL_FOLD_GROWTH = Goal("<=", 1.25, on="ratio")
 _REPEATS = 7
-_IDLE_CPU = 0.15  # the aggregator's share of a core below which it counts as idle
-_IDLE_WAIT_S = 600.0
-_TIMEOUT_S = 3600.0
 READS: dict[str, Callable[[KafkaConnection, RunKey], object]] = {
     "status": lambda kafka, run: run_status(kafka, run, EPOCHS),
     "replay of the run": replay_run,
@@ -135,12 +130,12 @@ def measure(bootstrap: str, others: list[int]) -> History:
                 _write_mine(config, settings.results_topic, placed("last", count))
                 written = time.monotonic()
                 runs = _runs(count, stage)
-                _until(lambda: _listed(url, runs) == "served", "every run served")  # noqa: B023
+                until(lambda: listed(url, runs) == "served", "every run served")  # noqa: B023
                 # Its stores flushed (due aggregator_save_interval_s after the last input) and
                 # run index written, so nothing of the aggregator's runs alongside our reads.
                 wait = settings.aggregator_save_interval_s
                 time.sleep(max(0.0, written + wait - time.monotonic()))
-                _wait_idle(child.pid)
+                wait_idle(child.pid)
                 found.rss.append(_rss(child.pid))
                 for name, read in READS.items():
                     for place in PLACES:
@@ -149,7 +144,7 @@ def measure(bootstrap: str, others: list[int]) -> History:
                         found.times[name][place].append(timed)
                 _say(found, count)
         finally:
-            _stop(child)
+            stop(child)
         runs = _runs(others[-1], len(others) - 1)
         found.restart_s = _restarted(settings, work / "machine", runs, "served")
         found.stale_s = _restarted(settings, work / "new-machine", runs, "stale")
@@ -173,15 +168,15 @@ def fold_cost(bootstrap: str, histories: list[int], new: int, settle_s: float) -
             child, url = spawn(settings, "--state-dir", str(work / "machine"))
             try:
                 runs = -(-history // FILL_RUN_RECORDS)
-                _until(lambda: _listed(url, runs) == "served", "every run served")  # noqa: B023
-                _wait_idle(child.pid)
-                before, started = _cpu_s(child.pid), time.monotonic()
+                until(lambda: listed(url, runs) == "served", "every run served")  # noqa: B023
+                wait_idle(child.pid)
+                before, started = cpu_s(child.pid), time.monotonic()
                 _fill(config, settings, history + new)
                 time.sleep(max(0.0, started + settle_s - time.monotonic()))
-                spent.append(_cpu_s(child.pid) - before)
+                spent.append(cpu_s(child.pid) - before)
                 print(f"  {history} history: {spent[-1]:.1f} CPU s for {new} new", flush=True)
             finally:
-                _stop(child)
+                stop(child)
         finally:
             kafka.admin().delete_topics(settings.every_topic())
             subprocess.run(["rm", "-rf", str(work)], check=False)
@@ -244,47 +239,10 @@ def _restarted(settings: Settings, state_dir: Path, runs: int, stage: str) -> fl
     child, url = spawn(settings, "--state-dir", str(state_dir))
     wanted = ("stale", "served") if stage == "stale" else ("served",)
     try:
-        _until(lambda: _listed(url, runs) in wanted, f"every run {stage}")
+        until(lambda: listed(url, runs) in wanted, f"every run {stage}")
         return time.perf_counter() - started
     finally:
-        _stop(child)
-
-
-def _listed(url: str, runs: int) -> str:
-    """ "served" once every run is served from the aggregator's state, "stale" while the
-    summaries topic's summaries of them are listed, "" otherwise."""
-    try:
-        listing = httpx.get(url + "/runs", params={"limit": 1}, timeout=30)
-        ready = httpx.get(url + "/healthz", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return ""
-    if listing.headers.get("X-Total-Count") != str(runs):
-        return ""
-    return "served" if ready else "stale"  # ready: every partition caught up, nothing stale
-
-
-def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + _TIMEOUT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"not {what} in {_TIMEOUT_S:g}s")
-        time.sleep(0.05)
-
-
-def _wait_idle(pid: int) -> None:
-    """Wait (at most _IDLE_WAIT_S) until the process used under _IDLE_CPU of a core for
-    three seconds in a row."""
-    deadline = time.monotonic() + _IDLE_WAIT_S
-    idle = 0
-    while time.monotonic() < deadline and idle < 3:
-        before = _cpu_s(pid)
-        time.sleep(1.0)
-        idle = idle + 1 if _cpu_s(pid) - before < _IDLE_CPU else 0
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        stop(child)
 
 
 def _rss(pid: int) -> int:
@@ -292,15 +250,6 @@ def _rss(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise SystemExit("no VmRSS")
-
-
-def _stop(child: subprocess.Popen[str]) -> None:
-    child.send_signal(signal.SIGTERM)
-    try:
-        child.wait(300)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait(10)
 
 
 def results(found: History) -> list[Result]:

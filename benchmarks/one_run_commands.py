@@ -26,20 +26,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from benchmarks._aggregator import spawn
+from benchmarks._aggregator import listed, spawn, stop, until, wait_idle
 from benchmarks._kafka import bootstrap_servers, fill_runs, own_topics, settings_env
 from benchmarks._results import Goal, Result, add_results_argument, report
 from benchmarks.cli_startup import Timed, median_of, timed_once
-from benchmarks.history import PARTITIONS, PLACES, _listed, _runs, _stop, _until, _wait_idle
+from benchmarks.history import PARTITIONS, PLACES, _runs, placed
 from resultlog.kafka import KafkaConnection
 from resultlog.producer.offline import ModelServer
-from resultlog.schemas import RunKey, partition_for
+from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from resultlog.topics import ensure_topics
 
 __all__ = ["measure"]
 
-BENCHMARK, MODEL = "arith", "offline/arith"
 SAMPLES, EPOCHS = 50, 2
 RATIO_GOAL = Goal("<=", 1.2, on="ratio")
 _SCRIPT = Path(sys.executable).with_name("resultlog")
@@ -48,22 +47,16 @@ Times = dict[str, dict[str, Timed]]  # per command, per place
 
 
 def run_at(place: str) -> RunKey:
-    """The run measured at `place`: all three in one partition, so the fill lies between."""
-    first = RunKey("bench-commands-first", BENCHMARK, MODEL)
-    if place == "first":
-        return first
-    for attempt in range(10_000):
-        run = RunKey(f"bench-commands-{place}-{attempt}", BENCHMARK, MODEL)
-        if partition_for(run, PARTITIONS) == partition_for(first, PARTITIONS):
-            return run
-    raise SystemExit(f"no run key in the first run's partition for {place}")
+    """The run measured at `place` (history's, so all three share one partition), the same
+    name in both logs."""
+    return placed(place, 0)
 
 
 def commands(run: RunKey, base_url: str) -> dict[str, list[str]]:
     """The three commands of one run, as a user types them."""
     key = ["--run-id", run.run_id, "--benchmark", run.benchmark_id, "--model", run.model]
     shape = ["--limit", str(SAMPLES), "--epochs", str(EPOCHS)]
-    run_argv = [*_CLI, "run", BENCHMARK, "--model", MODEL, "--run-id", run.run_id]
+    run_argv = [*_CLI, "run", run.benchmark_id, "--model", run.model, "--run-id", run.run_id]
     return {
         "resume that asks nothing": [*run_argv, *shape, "--base-url", base_url, "--json"],
         "status": [*_CLI, "status", *key, "--json"],
@@ -87,8 +80,8 @@ def prepared_log(bootstrap: str, others: int, base_url: str) -> Iterator[dict[st
                     fill_runs(config, settings.results_topic, PARTITIONS, fill_to)
                 resume = commands(run_at(place), base_url)["resume that asks nothing"]
                 subprocess.run(resume, env=env, check=True, stdout=subprocess.DEVNULL)
-            _until(lambda: _listed(url, _runs(others, 0)) == "served", "every run served")
-            _wait_idle(pid)  # its run index written, and nothing of it beside our commands
+            until(lambda: listed(url, _runs(others, 0)) == "served", "every run served")
+            wait_idle(pid)  # its run index written, and nothing of it beside our commands
             print(f"{others} other records written and indexed", flush=True)
             yield env
     finally:
@@ -103,7 +96,7 @@ def _aggregator(settings: Settings) -> Iterator[tuple[str, int]]:
         try:
             yield url, child.pid
         finally:
-            _stop(child)
+            stop(child)
 
 
 def measure(bootstrap: str, others: int, repeats: int, base_url: str) -> tuple[Times, Times]:

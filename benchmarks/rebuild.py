@@ -19,7 +19,6 @@ a local broker in a temporary directory. Figures on a shared machine are noisy u
 from __future__ import annotations
 
 import argparse
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Producer
 
-from benchmarks._aggregator import spawn, spawned_fold_path
+from benchmarks._aggregator import spawn, spawned_fold_path, stop
 from benchmarks._kafka import (
     FILL_EPOCHS,
     FILL_RUN_RECORDS,
@@ -108,10 +107,10 @@ def measure(bootstrap: str, records: int, tail: int) -> Figures:
 def _rebuilds(settings: Settings, scratch: Path, runs: int, tail: int) -> tuple[float, float]:
     """(a) and (b), each on a state directory of its own under `scratch`: their times."""
     full_s, child, _ = _until_served(settings, runs, scratch / "a")
-    _stop(child)  # a clean stop flushes every store (and so the changelog)
+    stop(child)  # a clean stop flushes every store (and so the changelog)
     _write_tail(dict(settings.client_config()), settings.results_topic, tail)
     restored_s, child, _ = _until_served(settings, runs + 1, scratch / "b")
-    _stop(child)
+    stop(child)
     return full_s, restored_s
 
 
@@ -142,15 +141,6 @@ def _serves(url: str, runs: int) -> bool:
         return False
     total: str | None = listing.headers.get("X-Total-Count")
     return total == str(runs)
-
-
-def _stop(child: subprocess.Popen[str]) -> None:
-    child.send_signal(signal.SIGTERM)
-    try:
-        child.wait(120)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait(10)
 
 
 def _write_tail(config: ClientConfig, topic: str, tail: int) -> None:

@@ -115,9 +115,16 @@ def topic_config(kafka: KafkaConnection, name: str) -> dict[str, str]:
 
 
 def ensure_topics(
-    kafka: KafkaConnection, specs: list[TopicSpec] | None = None
+    kafka: KafkaConnection,
+    specs: list[TopicSpec] | None = None,
+    *,
+    timeout_s: float = _TIMEOUT_S,
 ) -> list[TopicOutcome]:
-    """Create missing topics (default: the settings' five); check existing ones against spec."""
+    """Create missing topics (default: the settings' five); check existing ones against spec.
+
+    `timeout_s` bounds the wait for a new topic to reach the broker's metadata: a busy
+    combined controller and broker may answer "unknown topic" for seconds after creating it.
+    """
     specs = specs if specs is not None else topic_specs(kafka.settings)
     try:
         kafka.check_connection()
@@ -130,7 +137,11 @@ def ensure_topics(
     for spec in specs:
         known = existing.get(spec.name)
         # New topics (ours or a racing client's) are polled until clients can find leaders.
-        count = len(known.partitions) if known else _new_partition_count(kafka, admin, spec.name)
+        count = (
+            len(known.partitions)
+            if known
+            else _new_partition_count(kafka, admin, spec.name, timeout_s)
+        )
         _check_partitions(spec, count)
     _check_cleanup_policies(admin, to_check)
     return [TopicOutcome(spec.name, created=spec.name in created) for spec in specs]
@@ -143,10 +154,12 @@ def _metadata(admin: AdminClient) -> ClusterMetadata:
         raise TopicError(f"cannot read topic metadata: {exc.args[0]}") from exc
 
 
-def _new_partition_count(kafka: KafkaConnection, admin: AdminClient, name: str) -> int:
+def _new_partition_count(
+    kafka: KafkaConnection, admin: AdminClient, name: str, timeout_s: float
+) -> int:
     # A topic another client just created may lag in this broker's metadata cache.
     try:
-        return kafka.partition_count(name, admin, created=True, timeout_s=_TIMEOUT_S)
+        return kafka.partition_count(name, admin, created=True, timeout_s=timeout_s)
     except KafkaClientError as exc:
         raise TopicError(str(exc)) from exc
 

@@ -15,7 +15,7 @@ from multiprocessing.queues import Queue
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from resultlog.broker import LocalKafka
@@ -217,6 +217,27 @@ def _read_offsets_through(settings: Settings, out: Queue[object], seconds: float
     out.put(answers)
 
 
+def _commit(group: Consumer, offsets: list[TopicPartition]) -> bool:
+    """Commit `offsets`; False while a three-node cluster just started still settles its
+    group coordinator (NOT_COORDINATOR and the like: librdkafka does not retry these)."""
+    try:
+        group.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as exc:
+        if exc.args[0].code() not in _COORDINATOR_SETTLING:
+            raise
+        return False
+    return True
+
+
+_COORDINATOR_SETTLING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+
+
 def test_the_work_groups_offsets_are_read_through_a_killed_coordinator(
     kafka_dir: Path,
 ) -> None:
@@ -227,7 +248,8 @@ def test_the_work_groups_offsets_are_read_through_a_killed_coordinator(
     test alone."""
     settings = topic_settings(_up_three(kafka_dir), replication_factor=3, min_insync_replicas=2)
     group = KafkaConnection(settings).offsets_consumer(settings.work_group)
-    group.commit(offsets=[TopicPartition(settings.work_topic, 1, 5)], asynchronous=False)
+    offsets = [TopicPartition(settings.work_topic, 1, 5)]
+    wait_for(lambda: _commit(group, offsets), "a commit the group's coordinator accepts")
     group.close()
     admin = KafkaConnection(settings).admin()
     coordinator = wait_for(lambda: _coordinator(admin, settings.work_group), "the coordinator")

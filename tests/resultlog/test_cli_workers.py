@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
+from resultlog.consumers._scan import watermark_offsets
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from tests.support.aggregator import served, serving_aggregator
@@ -39,27 +39,11 @@ def _work_topic_is_empty(settings: Settings) -> bool:
     consumer = Consumer({**settings.client_config(), "group.id": "empty-probe"})
     try:
         return all(
-            _high(consumer, settings.work_topic, p) == 0 for p in range(settings.work_partitions)
+            watermark_offsets(consumer, TopicPartition(settings.work_topic, p), 30)[1] == 0
+            for p in range(settings.work_partitions)
         )
     finally:
         consumer.close()
-
-
-def _high(consumer: Consumer, topic: str, partition: int) -> int:
-    """The partition's high watermark, once its leader answers (a topic just made may have
-    none yet: NOT_LEADER_FOR_PARTITION)."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            return int(
-                consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=10, cached=False
-                )[1]
-            )
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 @pytest.mark.parametrize(

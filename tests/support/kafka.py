@@ -46,7 +46,9 @@ def topic_settings(
     defaults = {"partitions": TEST_PARTITIONS, "aggregator_state_dir": STATE_ROOT / name}
     settings = Settings(bootstrap_servers=bootstrap, **{**defaults, **fields}).namespaced(name)
     with KafkaConnection(settings) as kafka:
-        ensure_topics(kafka, topic_specs(settings, extra_config))
+        # CI runs two tiers on two cores: the broker may learn of a new topic tens of seconds
+        # after creating it (30 s was seen to run out).
+        ensure_topics(kafka, topic_specs(settings, extra_config), timeout_s=2 * DEADLINE_S)
     return settings
 
 
@@ -157,9 +159,8 @@ def message_count(settings: Settings, topic: str | None = None) -> int:
         try:
             count = 0
             for partition in range(kafka.partition_count(name, consumer)):
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(name, partition), timeout=DEADLINE_S, cached=False
-                )
+                tp = TopicPartition(name, partition)
+                low, high = watermark_offsets(consumer, tp, DEADLINE_S)
                 count += high - low
             return count
         finally:
