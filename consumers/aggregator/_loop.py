@@ -25,10 +25,10 @@ from resultlog.consumers.aggregator._index import RunIndexWriter
 from resultlog.consumers.aggregator._kafka import delete_retention_ms, watermarks
 from resultlog.consumers.aggregator._layout import MISSING, LayoutWatch, check_layout
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator._opener import StoreOpener
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
 from resultlog.consumers.aggregator._restorer import Restore, Restorer
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
-from resultlog.consumers.aggregator._stores import Stores
 from resultlog.consumers.aggregator.store import LogIdentity
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
@@ -88,8 +88,10 @@ class ConsumerLoop:
             )
             self._watcher = SummaryWatcher(kafka)
             max_age_ms = delete_retention_ms(kafka)  # saved state older may miss a tombstone
-            self._stores = Stores(kafka, metrics, results, root=state_dir, max_age_ms=max_age_ms)
-            self._restorer = Restorer(self._stores)
+            self._opener = StoreOpener(
+                kafka, metrics, results, root=state_dir, max_age_ms=max_age_ms
+            )
+            self._restorer = Restorer(self._opener)
             self._restoring: set[int] = set()  # assigned, paused until their stores restored
             self._save_interval_s = kafka.settings.aggregator_save_interval_s
             self._index = RunIndexWriter(kafka, results)
@@ -318,7 +320,7 @@ class ConsumerLoop:
             done.append(job)
             summaries.append(job.compute())
         with self._shared.computed:
-            self._state.store(done, summaries)
+            self._state.cache_summaries(done, summaries)
             self._shared.computed.notify_all()
 
     def _tick(self, budget_s: float | None = None) -> bool:
@@ -368,7 +370,7 @@ class ConsumerLoop:
         self._index.close()
         with self._shared.lock:
             self._state.close()
-        self._stores.close()
+        self._opener.close()
         self._publisher.flush(10.0)
         self._dlq.flush(10.0)
 
@@ -378,7 +380,7 @@ class ConsumerLoop:
             self._state.close()
             self._state.partitions.clear()
         self._restorer.stop()
-        self._stores.close()
+        self._opener.close()
         try:
             self._consumer.close()
         except Exception as exc:  # the consumer may already be broken; nothing else to do

@@ -11,7 +11,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from resultlog.consumers.aggregator._stores import Cancelled, Stores
+from resultlog.consumers.aggregator._opener import Cancelled, StoreOpener
 from resultlog.consumers.aggregator.store import LogIdentity, Opened
 
 __all__ = ["Restore", "Restorer"]
@@ -43,8 +43,8 @@ class Restore:
 class Restorer:
     """The restores under way, a thread each."""
 
-    def __init__(self, stores: Stores) -> None:
-        self._stores = stores
+    def __init__(self, opener: StoreOpener) -> None:
+        self._opener = opener
         self._lock = threading.Lock()
         self._running: dict[int, Restore] = {}
 
@@ -61,7 +61,7 @@ class Restorer:
 
     def _run(self, restore: Restore, share: int) -> None:
         try:
-            restore.opened, restore.identity = self._stores.open_one(
+            restore.opened, restore.identity = self._opener.open(
                 restore.partition, restore.bounds, share, restore.progress
             )
             if restore.cancelled.is_set():

@@ -383,7 +383,7 @@ class AggregatorState:
         return jobs
 
     @staticmethod
-    def store(jobs: list[Job], summaries: list[RunSummary]) -> None:
+    def cache_summaries(jobs: list[Job], summaries: list[RunSummary]) -> None:
         """Cache summaries computed outside the lock."""
         for job, summary in zip(jobs, summaries, strict=True):
             if job.version >= job.run.cached_version:

@@ -12,8 +12,8 @@ import pytest
 
 from resultlog.consumers import RunFold
 from resultlog.consumers.aggregator import Aggregator
+from resultlog.consumers.aggregator._opener import StoreOpener
 from resultlog.consumers.aggregator._state import AggregatorState
-from resultlog.consumers.aggregator._stores import Stores
 from resultlog.consumers.aggregator.web._html import runs_part
 from resultlog.consumers.aggregator.web._source import summary_json
 from resultlog.schemas import RecordId, RunKey, SampleResult, partition_for
@@ -47,14 +47,14 @@ def test_a_new_machine_serves_stale_summaries_while_it_restores_from_the_changel
     with started(settings, _state_dir(settings)) as aggregator:
         _wait_equal(aggregator, settings)  # its clean stop flushes and publishes
     release = threading.Event()
-    restore = Stores._restored
+    restore = StoreOpener._restored
 
     def held_restore(*args: Any) -> Any:
         # The restore waits until the test saw what is served meanwhile.
         assert release.wait(60), "the test never released the restore"
         return restore(*args)
 
-    monkeypatch.setattr(Stores, "_restored", held_restore)
+    monkeypatch.setattr(StoreOpener, "_restored", held_restore)
     new_machine = _state_dir(settings).with_name("new-machine")
     with started(settings, new_machine) as aggregator:
         try:

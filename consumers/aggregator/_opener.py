@@ -1,6 +1,6 @@
-"""The consumer loop's state stores: open each assigned partition's, trusted only if it is
-provably this log's, bring it up to date from its changelog (or fill it from the changelog on
-a new machine), else rebuild it (see `store`)."""
+"""Opening an assigned partition's state store: trusted only if it is provably this log's,
+brought up to date from its changelog (or filled from the changelog on a new machine), else
+emptied to be rebuilt (see `store`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from resultlog.consumers.aggregator.store import (
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, TopicLayoutError
 
-__all__ = ["Cancelled", "Progress", "Stores"]
+__all__ = ["Cancelled", "Progress", "StoreOpener"]
 
 Progress = Callable[[int, int], None]  # changelog records read, and to read in all
 
@@ -36,7 +36,7 @@ class Cancelled(ConsumerError):  # noqa: N818 - a signal, not an error
 log = logging.getLogger(__name__)
 
 
-class Stores:
+class StoreOpener:
     """Opens the state stores of newly assigned partitions under one state directory."""
 
     def __init__(
@@ -57,7 +57,7 @@ class Stores:
         self._memory_bytes = kafka.settings.aggregator_store_memory_mb << 20
         self.changelog = _changelog(kafka)
 
-    def open_one(
+    def open(
         self,
         partition: int,
         limits: tuple[int, int | None],
