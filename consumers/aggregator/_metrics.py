@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -80,55 +80,54 @@ class AggregatorMetrics:
         self, snapshot: Callable[[], tuple[Health, int]], spend: RunSpend | None = None
     ) -> None:
         self.registry = CollectorRegistry()
-        self.consumed = Counter(
-            f"{_PREFIX}_records_consumed",
-            "Results-topic records consumed, re-reads during rebuilds included.",
-            registry=self.registry,
-        )
-        self.dead_lettered = Counter(
-            f"{_PREFIX}_dead_lettered",
-            "Records sent to the dead-letter topic, by reason.",
-            ["reason"],
-            registry=self.registry,
-        )
-        for kind in REASON_KINDS:
-            self.dead_lettered.labels(reason=kind)
-        self.dead_letter_failures = Counter(
-            f"{_PREFIX}_dead_letter_failures",
-            "Dead letters that could not be delivered.",
-            registry=self.registry,
-        )
-        self.published = Counter(
-            f"{_PREFIX}_summaries_published",
-            "Summaries (and run tombstones) acknowledged by the summaries topic.",
-            registry=self.registry,
-        )
-        self.publish_failures = Counter(
-            f"{_PREFIX}_publish_failures",
-            "Summary publications that failed (retried at the next tick).",
-            registry=self.registry,
-        )
-        self.rebuilds = Counter(
-            f"{_PREFIX}_rebuilds",
-            "Partition assignments (each resumes or restores its store, or re-folds it all).",
-            registry=self.registry,
-        )
-        self.states_restored = Counter(
-            f"{_PREFIX}_states_restored",
-            "Partition assignments that resumed a store (state directory, changelog or both).",
-            registry=self.registry,
-        )
-        self.states_ignored = Counter(
-            f"{_PREFIX}_states_ignored",
-            "Partition assignments whose state directory store was refused, by reason.",
-            ["reason"],
-            registry=self.registry,
-        )
-        for reason in STATE_IGNORED:
-            self.states_ignored.labels(reason=reason)
+        self._count_records()
+        self._count_states()
         self.registry.register(_StateCollector(snapshot))
         if spend is not None:
             self.registry.register(_SpendCollector(spend))
+
+    def _count_records(self) -> None:
+        """The counters of what became of the records read and the summaries written."""
+        self.consumed = self._counter(
+            "records_consumed", "Results-topic records consumed, re-reads during rebuilds included."
+        )
+        self.dead_lettered = self._counter(
+            "dead_lettered", "Records sent to the dead-letter topic, by reason.", REASON_KINDS
+        )
+        self.dead_letter_failures = self._counter(
+            "dead_letter_failures", "Dead letters that could not be delivered."
+        )
+        self.published = self._counter(
+            "summaries_published",
+            "Summaries (and run tombstones) acknowledged by the summaries topic.",
+        )
+        self.publish_failures = self._counter(
+            "publish_failures", "Summary publications that failed (retried at the next tick)."
+        )
+
+    def _count_states(self) -> None:
+        """The counters of what each partition assignment started from."""
+        self.rebuilds = self._counter(
+            "rebuilds",
+            "Partition assignments (each resumes or restores its store, or re-folds it all).",
+        )
+        self.states_restored = self._counter(
+            "states_restored",
+            "Partition assignments that resumed a store (state directory, changelog or both).",
+        )
+        self.states_ignored = self._counter(
+            "states_ignored",
+            "Partition assignments whose state directory store was refused, by reason.",
+            STATE_IGNORED,
+        )
+
+    def _counter(self, name: str, documentation: str, reasons: Sequence[str] = ()) -> Counter:
+        """A counter on this registry; with `reasons`, labelled by reason, each shown from 0."""
+        labels = ["reason"] if reasons else []
+        counter = Counter(f"{_PREFIX}_{name}", documentation, labels, registry=self.registry)
+        for reason in reasons:
+            counter.labels(reason=reason)
+        return counter
 
     def exposition(self) -> tuple[bytes, str]:
         """The Prometheus text exposition and its content type."""
