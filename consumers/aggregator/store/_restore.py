@@ -55,14 +55,14 @@ def restore_changelog(
         return refused
     during = dataclasses.replace(last, changelog_offset=start, restoring=True)
     entries: Entries = []
-    for record in read(start, tail.marker.offset + 1):
-        if record.key != META:
-            entries.append((record.key, record.value))
+    for offset, key, value in read(start, tail.marker.offset + 1):
+        if key != META:
+            entries.append((key, value))
         if len(entries) >= _BATCH:
             store.write_restored(entries, during)
             entries = []
             if progress is not None:
-                progress(record.offset + 1)
+                progress(offset + 1)
     store.write_restored(
         entries, dataclasses.replace(last, changelog_offset=tail.marker.offset + 1)
     )
