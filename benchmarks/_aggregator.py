@@ -139,12 +139,13 @@ def wait_idle(pid: int) -> None:
     deadline = time.monotonic() + _IDLE_WAIT_S
     idle = 0
     while time.monotonic() < deadline and idle < 3:
-        before = _cpu_s(pid)
+        before = cpu_s(pid)
         time.sleep(1.0)
-        idle = idle + 1 if _cpu_s(pid) - before < _IDLE_CPU else 0
+        idle = idle + 1 if cpu_s(pid) - before < _IDLE_CPU else 0
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_s(pid: int) -> float:
+    """The CPU seconds process `pid` has used (user and system)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 

@@ -14,13 +14,19 @@ log, and its last records), the median of a few:
 - the aggregator's RSS growth per added record between the last two counts (goal: < 25 B);
 - stopped cleanly, a restart with its state directory, timed from spawn to every run served
   (goal: < 10 s), and a restart on a new machine (an empty state directory) to the summaries
-  topic's summaries of every run listed, marked stale (goal: < 10 s). (Serving every run from
-  restored state takes much longer there: the checkpoint is copied into a fresh store.)
+  topic's summaries of every run listed, marked stale (goal: < 10 s).
+
+With `--fold-cost 250000,1000000` it measures instead what folding costs as history grows:
+for each history, on fresh topics, an aggregator that served every run and went idle gets
+`--new` (100k) more records; the CPU seconds it uses from then until `--settle` (75) seconds
+later, every flush of its stores and every changelog write they cause included, are compared
+(goal: the largest history's at most 1.25x the smallest's).
 
 Uses RESULTLOG_BOOTSTRAP_SERVERS, or starts a local broker. Figures on a shared machine are
 upper bounds.
 
     .venv/bin/python -m benchmarks.history [--others 0,1000000,3000000] [--results F]
+    .venv/bin/python -m benchmarks.history --fold-cost 250000,1000000 [--new 100000]
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from benchmarks._aggregator import listed, spawn, stop, until, wait_idle
+from benchmarks._aggregator import cpu_s, listed, spawn, stop, until, wait_idle
 from benchmarks._kafka import (
     FILL_RUN_RECORDS,
     ClientConfig,
@@ -64,6 +70,7 @@ SAMPLES, EPOCHS = 50, 2
 RATIO_GOAL = Goal("<=", 1.2, on="ratio")
 GOAL_BYTES_PER_RECORD = 25.0
 GOAL_RESTART_S = 10.0
+GOAL_FOLD_GROWTH = Goal("<=", 1.25, on="ratio")
 _REPEATS = 7
 READS: dict[str, Callable[[KafkaConnection, RunKey], object]] = {
     "status": lambda kafka, run: run_status(kafka, run, EPOCHS),
@@ -124,9 +131,10 @@ def measure(bootstrap: str, others: list[int]) -> History:
                 written = time.monotonic()
                 runs = _runs(count, stage)
                 until(lambda: listed(url, runs) == "served", "every run served")  # noqa: B023
-                # Its checkpoints (due checkpoint_interval_s after the last input) and run
-                # index written, so nothing of the aggregator's runs alongside our reads.
-                time.sleep(max(0.0, written + settings.checkpoint_interval_s - time.monotonic()))
+                # Its stores flushed (due aggregator_save_interval_s after the last input) and
+                # run index written, so nothing of the aggregator's runs alongside our reads.
+                wait = settings.aggregator_save_interval_s
+                time.sleep(max(0.0, written + wait - time.monotonic()))
                 wait_idle(child.pid)
                 found.rss.append(_rss(child.pid))
                 for name, read in READS.items():
@@ -144,6 +152,48 @@ def measure(bootstrap: str, others: list[int]) -> History:
         kafka.admin().delete_topics(settings.every_topic())
         subprocess.run(["rm", "-rf", str(work)], check=False)
     return found
+
+
+def fold_cost(bootstrap: str, histories: list[int], new: int, settle_s: float) -> list[float]:
+    """Per history: the aggregator's CPU seconds for `new` more records, over `settle_s`."""
+    spent = []
+    for history in histories:
+        settings = own_topics("bench-fold", bootstrap_servers=bootstrap, partitions=PARTITIONS)
+        kafka = KafkaConnection(settings)
+        ensure_topics(kafka)
+        config: ClientConfig = dict(settings.client_config())
+        work = Path(tempfile.mkdtemp(prefix="bench-fold-"))
+        try:
+            _fill(config, settings, history)
+            child, url = spawn(settings, "--state-dir", str(work / "machine"))
+            try:
+                runs = -(-history // FILL_RUN_RECORDS)
+                until(lambda: listed(url, runs) == "served", "every run served")  # noqa: B023
+                wait_idle(child.pid)
+                before, started = cpu_s(child.pid), time.monotonic()
+                _fill(config, settings, history + new)
+                time.sleep(max(0.0, started + settle_s - time.monotonic()))
+                spent.append(cpu_s(child.pid) - before)
+                print(f"  {history} history: {spent[-1]:.1f} CPU s for {new} new", flush=True)
+            finally:
+                stop(child)
+        finally:
+            kafka.admin().delete_topics(settings.every_topic())
+            subprocess.run(["rm", "-rf", str(work)], check=False)
+    return spent
+
+
+def fold_results(histories: list[int], new: int, spent: list[float]) -> Result:
+    """The largest history's fold cost against the smallest's."""
+    return Result(
+        f"aggregator CPU for {new // 1000}k new records, {histories[-1] // 1000}k history",
+        spent[-1],
+        "s",
+        spent[0],
+        f"{histories[0] // 1000}k history",
+        GOAL_FOLD_GROWTH,
+        note="every flush and changelog write within the settle time included",
+    )
 
 
 def _say(found: History, count: int) -> None:
@@ -262,12 +312,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--others", default="0,1000000,3000000", help="counts of other records, FIRST first"
     )
+    parser.add_argument("--fold-cost", default="", help="histories, e.g. 250000,1000000")
+    parser.add_argument("--new", type=int, default=100_000, help="new records to fold")
+    parser.add_argument("--settle", type=float, default=75.0, help="seconds CPU is counted")
     add_results_argument(parser)
     args = parser.parse_args(argv)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
+    if args.fold_cost:
+        histories = [int(n) for n in args.fold_cost.split(",")]
+        with bootstrap_servers() as bootstrap:
+            spent = fold_cost(bootstrap, histories, args.new, args.settle)
+        report(fold_results(histories, args.new, spent), args.results)
+        return 0
     others = [int(n) for n in args.others.split(",")]
     if len(others) < 3 or others != sorted(others):
         parser.error("--others wants at least three increasing counts")
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
     with bootstrap_servers() as bootstrap:
         found = measure(bootstrap, others)
     for row in results(found):

@@ -71,27 +71,29 @@ Sample = _Sample
 # disk-backed mappings (its state store), so memory holds only the totals below.
 Latest = MutableMapping[Key, Contribution]
 Samples = MutableMapping[str, _Sample]
-# A fold's totals as plain values (what a state store saves to resume it without a refold):
-# spent, newest, records, degraded, not_skipped, tokens, cost, generation_time_ms,
-# metric_sums, metric_counts, answered, skipped, correct, points_by_kept and, per `scorer:`
-# metric, each scored sample's (epochs, scaled sum).
-FoldState = tuple[
-    int,
-    Contribution | None,
-    int,
-    int,
-    int,
-    tuple[int, int, int, int],
-    int,
-    int,
-    dict[str, int],
-    dict[str, int],
-    int,
-    int,
-    int,
-    dict[int, int],
-    dict[str, dict[str, tuple[int, int]]],
-]
+
+
+@dataclass(frozen=True, slots=True)
+class FoldState:
+    """A fold's totals as plain values: what a state store saves to resume it without a
+    refold (the per-key and per-sample state excluded). Sums are exact scaled integers."""
+
+    spent: int
+    newest: Contribution | None
+    records: int
+    degraded: int
+    not_skipped: int
+    tokens: tuple[int, int, int, int]
+    cost: int
+    generation_time_ms: int
+    metric_sums: dict[str, int]
+    metric_counts: dict[str, int]
+    answered: int
+    skipped: int
+    correct: int
+    points_by_kept: dict[int, int]
+    # per `scorer:` metric, each scored sample's (epochs, scaled sum)
+    scorers: dict[str, dict[str, tuple[int, int]]]
 
 
 @dataclass(slots=True)
@@ -327,10 +329,6 @@ class RunFold:
     def _newest_of_all(self) -> Contribution | None:
         return max(self._latest.values(), key=Contribution.newness, default=None)
 
-    def contributions(self) -> list[Contribution]:
-        """The latest contribution of every key: all a checkpoint needs to `restore` the fold."""
-        return list(self._latest.values())
-
     def per_sample(self) -> Samples:
         """The per-sample state of the samples the run's shape holds."""
         return self._totals.samples
@@ -339,22 +337,22 @@ class RunFold:
         """The totals as plain values (the per-key and per-sample state excluded)."""
         t = self._totals
         tokens = t.tokens
-        return (
-            self._spent,
-            self._newest,
-            t.records,
-            t.degraded,
-            t.not_skipped,
-            (tokens[0], tokens[1], tokens[2], tokens[3]),
-            t.cost,
-            t.generation_time_ms,
-            dict(t.metric_sums),
-            dict(t.metric_counts),
-            t.answered,
-            t.skipped,
-            t.correct,
-            dict(t.points_by_kept),
-            {name: totals.held() for name, totals in t.scorers.items()},
+        return FoldState(
+            spent=self._spent,
+            newest=self._newest,
+            records=t.records,
+            degraded=t.degraded,
+            not_skipped=t.not_skipped,
+            tokens=(tokens[0], tokens[1], tokens[2], tokens[3]),
+            cost=t.cost,
+            generation_time_ms=t.generation_time_ms,
+            metric_sums=dict(t.metric_sums),
+            metric_counts=dict(t.metric_counts),
+            answered=t.answered,
+            skipped=t.skipped,
+            correct=t.correct,
+            points_by_kept=dict(t.points_by_kept),
+            scorers={name: totals.held() for name, totals in t.scorers.items()},
         )
 
     @classmethod
@@ -372,35 +370,24 @@ class RunFold:
         # it (mypyc compiles no `cls.__new__(cls)`).
         resumed = cls(run_key, latest, lambda: held_samples)
         resumed._new_samples = samples
-        (spent, newest, records, degraded, not_skipped, tokens, cost, time_ms,
-         sums, counts, answered, skipped, correct, by_kept, scorers) = state  # fmt: skip
-        resumed._spent, resumed._newest = spent, newest
+        resumed._spent, resumed._newest = state.spent, state.newest
         resumed._totals = _Totals(
-            records=records,
-            degraded=degraded,
-            not_skipped=not_skipped,
-            tokens=list(tokens),
-            cost=cost,
-            generation_time_ms=time_ms,
-            metric_sums=defaultdict(int, sums),
-            metric_counts=Counter(counts),
-            scorers={name: ScorerTotals.of_samples(held) for name, held in scorers.items()},
+            records=state.records,
+            degraded=state.degraded,
+            not_skipped=state.not_skipped,
+            tokens=list(state.tokens),
+            cost=state.cost,
+            generation_time_ms=state.generation_time_ms,
+            metric_sums=defaultdict(int, state.metric_sums),
+            metric_counts=Counter(state.metric_counts),
+            scorers={name: ScorerTotals.of_samples(held) for name, held in state.scorers.items()},
             samples=held_samples,
-            answered=answered,
-            skipped=skipped,
-            correct=correct,
-            points_by_kept=defaultdict(int, by_kept),
+            answered=state.answered,
+            skipped=state.skipped,
+            correct=state.correct,
+            points_by_kept=defaultdict(int, state.points_by_kept),
         )
         return resumed
-
-    @classmethod
-    def restore(cls, run_key: RunKey, contributions: Iterable[Contribution]) -> RunFold:
-        """The fold holding these contributions (one per key), exactly as if applied."""
-        restored = cls(run_key)
-        # Newest first: the shape is set once, so no contribution moves the totals twice.
-        for item in sorted(contributions, key=Contribution.newness, reverse=True):
-            restored._put(item)
-        return restored
 
 
 def _holds(shape: Shape, sample_index: int, epoch: int) -> bool:

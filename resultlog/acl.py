@@ -106,14 +106,14 @@ def role_acls(
         ]
     if role is Role.AGGREGATOR:
         # Folds results as a group member (committing nothing), writes summaries and dead
-        # letters, writes and reads back its checkpoints and the run index; replay and the
+        # letters, writes and reads back its changelog and the run index; replay and the
         # samples routes read one run's results through the index.
         return [
             topic(settings.results_topic, "READ"),
             topic(settings.index_topic, "WRITE"),
             topic(settings.index_topic, "READ"),
-            topic(settings.checkpoints_topic, "WRITE"),
-            topic(settings.checkpoints_topic, "READ"),
+            topic(settings.changelog_topic, "WRITE"),
+            topic(settings.changelog_topic, "READ"),
             topic(settings.summaries_topic, "WRITE"),
             topic(settings.dlq_topic, "WRITE"),
             consumer_group(group or settings.aggregator_group),
@@ -121,7 +121,7 @@ def role_acls(
             *configs(
                 settings.results_topic,
                 settings.index_topic,
-                settings.checkpoints_topic,
+                settings.changelog_topic,
                 settings.summaries_topic,
                 settings.dlq_topic,
             ),

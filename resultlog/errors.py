@@ -25,9 +25,9 @@ ResultLogError                      the root (resultlog, resultlog.schemas)
 │   ├── SpendLedgerError
 │   ├── UnusableIndexError          the run index cannot speak for a partition
 │   ├── IndexRecordError            (also ValueError)
-│   ├── CheckpointError             (also ValueError)
-│   │   └── OldCheckpointError
 │   ├── StoreFormatError            (also ValueError)
+│   ├── ChangelogError              the aggregator's changelog cannot be written or read
+│   ├── Cancelled                   a restore of a partition no longer assigned stops
 │   ├── BadRequestError             the HTTP API answers 400 (also ValueError)
 │   └── NotServedError              the HTTP API answers 404 or 503
 ├── ProducerError                   the harness worker (resultlog.producer)

@@ -121,7 +121,7 @@ class TopicLayout:
 
 def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
     """The Kafka layout (docs/design.md): compacted results, summaries, leases, spend ledger,
-    aggregator checkpoints and run index, and a deleting DLQ."""
+    aggregator changelog and run index, and a deleting DLQ."""
     compacted = TopicLayout(settings.partitions, "compact")
     return {
         settings.results_topic: compacted,
@@ -129,7 +129,7 @@ def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
         settings.dlq_topic: TopicLayout(settings.partitions, "delete"),
         settings.leases_topic: compacted,
         settings.spend_topic: compacted,
-        settings.checkpoints_topic: compacted,
+        settings.changelog_topic: compacted,
         settings.index_topic: compacted,
         settings.lm_eval_answers_topic: compacted,
     }
@@ -166,9 +166,9 @@ class KafkaConnection:
         return self.settings.dlq_topic
 
     @property
-    def checkpoints_topic(self) -> str:
-        """The compacted topic of the aggregator's fold checkpoints."""
-        return self.settings.checkpoints_topic
+    def changelog_topic(self) -> str:
+        """The compacted changelog of the aggregator's state stores."""
+        return self.settings.changelog_topic
 
     @property
     def index_topic(self) -> str:

@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     """The compacted topic of lm-eval's answered requests (`resultlog lm-eval`): one message per
     request, keyed by run key and request content and partitioned like the run key's results."""
     partitions: int = Field(default=6, ge=1)
-    """Partitions of the results, summaries, dead-letter, leases, spend and checkpoints topics: part
+    """Partitions of the results, summaries, dead-letter, leases, spend and changelog topics: part
     of the wire contract, never changed under existing runs."""
     replication_factor: int = Field(default=1, ge=1)
     """Replicas of every topic `topics create` makes (3 on a real cluster)."""
@@ -127,13 +127,10 @@ class Settings(BaseSettings):
     """The model endpoint's API key."""
     aggregator_group: str = "resultlog-aggregator"
     """The aggregator's consumer group."""
-    checkpoints_topic: str = "resultlog.aggregator-checkpoints"
-    """The aggregator's compacted checkpoints of its fold state, so a partition assignment
-    restores one and reads only the tail of the log."""
-    checkpoint_every_records: int = Field(default=100_000, ge=1)
-    """A partition is checkpointed after this many new records."""
-    checkpoint_interval_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
-    """A partition is also checkpointed this many seconds after new input, and when revoked."""
+    changelog_topic: str = "resultlog.aggregator-changelog"
+    """The compacted changelog of the aggregator's state stores (a partition per results
+    partition): each flush writes the entries it changed, so a new machine restores a store
+    from it and reads only the tail of the results."""
     aggregator_state_dir: Path | None = None
     """The aggregator's state directory: each results partition's per-key fold state on disk
     (RocksDB), so a restart reads only the tail. Unset: $XDG_STATE_HOME/resultlog, else

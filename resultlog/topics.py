@@ -31,9 +31,15 @@ _LEASES_CONFIG = {
     "delete.retention.ms": str(60 * 60 * 1000),
 }
 
-# A checkpoint is rewritten every few minutes and its old pieces tombstoned: the same short
-# segments keep the topic near one checkpoint per partition, so a restore reads little.
-_CHECKPOINTS_CONFIG = {**_LEASES_CONFIG, "segment.bytes": str(64 * 1024 * 1024)}
+# The changelog keeps each store key's latest value: short segments let compaction keep it
+# near the size of the state, so a restore reads little more than the state. Its tombstones
+# stay as long as Kafka's default (a day), like the results topic's.
+_CHANGELOG_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.ms": str(10 * 60 * 1000),
+    "segment.bytes": str(64 * 1024 * 1024),
+    "min.cleanable.dirty.ratio": "0.1",
+}
 
 # Index entries are rewritten as their runs grow: a reader of one run reads its whole index
 # partition, so small segments keep it near one entry per run.
@@ -79,7 +85,7 @@ def topic_specs(
     }
     own[settings.leases_topic] = _LEASES_CONFIG
     own[settings.spend_topic] = _LEASES_CONFIG  # rewritten per pair, read per chunk: keep small
-    own[settings.checkpoints_topic] = _CHECKPOINTS_CONFIG
+    own[settings.changelog_topic] = _CHANGELOG_CONFIG
     own[settings.index_topic] = _INDEX_CONFIG
     replicas = settings.replication_factor
     deleting = {**base, "cleanup.policy": "delete"}

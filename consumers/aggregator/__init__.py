@@ -1,11 +1,12 @@
 """The aggregator service: folds the results topic into run summaries, publishes and serves them.
 
 Crash safety: state is rebuilt from the compacted log, never from committed offsets. On every
-partition assignment the aggregator restores the partition's latest checkpoint (its exact fold
-contributions and the offset they cover, on the compacted checkpoints topic: `_checkpoint`)
-and reads the tail, or, without a usable one, seeks the partition to its beginning and re-folds
-it; on revocation it publishes what is pending for the partition, checkpoints it, then drops
-its run keys and stops serving them. All records of a run key live in one partition
+partition assignment the aggregator resumes the partition's state store (its exact fold
+state and the offset it covers: `store`), brought up to date from the compacted changelog
+topic every flush writes first (`_changelog`; from the start on a new machine), and reads the
+tail, or, without usable state, seeks the partition to its beginning and re-folds it; on
+revocation it publishes what is pending for the partition, flushes its store, then drops its
+run keys and stops serving them. All records of a run key live in one partition
 (records found elsewhere are dead-lettered as misrouted, since resume and replay never see
 them), so per-partition state is self-contained: a SIGKILL at any moment followed by a
 restart, or a rebalance between instances of one group, converges to what replay computes.

@@ -18,6 +18,7 @@ class PartitionHealth:
     lag: int
     caught_up: bool
     runs: int
+    restoring: tuple[int, int] | None = None  # its store restores: changelog read, of
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,11 @@ class Health:
             "status": self.status,
             "ready": self.ready,
             "lag": sum(p.lag for p in self.partitions),
+            "restoring": {
+                str(p.partition): {"read": p.restoring[0], "of": p.restoring[1]}
+                for p in self.partitions
+                if p.restoring is not None
+            },
             "partitions": {
                 str(p.partition): {
                     "position": p.position,
@@ -62,7 +68,17 @@ class Health:
                     "lag": p.lag,
                     "caught_up": p.caught_up,
                     "runs": p.runs,
+                    "restoring": p.restoring is not None,
                 }
                 for p in self.partitions
             },
         }
+
+    def restoring_text(self) -> str:
+        """Which partitions restore their state and how far, for people ("" if none)."""
+        parts = [
+            f"{p.partition} ({100 * p.restoring[0] // max(1, p.restoring[1])}%)"
+            for p in self.partitions
+            if p.restoring is not None
+        ]
+        return "restoring partitions " + ", ".join(parts) if parts else ""

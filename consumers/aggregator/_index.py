@@ -6,7 +6,7 @@ partition; once every one of them is acknowledged, the partition's "indexed thro
 read position when they were taken) follows them, so a reader that sees a marker sees every
 entry written before it. On assignment the intervals are restored from the index topic, and
 the records between its "indexed through" and where the aggregator starts reading (none,
-unless the index lags the checkpoint or was lost) are read for their keys alone.
+unless the index lags the restored store or was lost) are read for their keys alone.
 
 Only the consumer thread uses this object. Readers never depend on it (`_run_read`): a
 missing topic or a failed write costs them a full read, never a wrong answer.

@@ -6,13 +6,16 @@ import logging
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import ConfigResource
 
 from resultlog.consumers._scan import watermark_offsets
+from resultlog.kafka import KafkaConnection
 
-__all__ = ["consumer_overrides", "watermarks"]
+__all__ = ["consumer_overrides", "delete_retention_ms", "watermarks"]
 
 log = logging.getLogger(__name__)
 _WATERMARK_TIMEOUT_S = 30.0
+_DEFAULT_DELETE_RETENTION_MS = 24 * 60 * 60 * 1000  # Kafka's default
 
 
 def consumer_overrides(session_timeout_ms: int, instance_id: str | None) -> dict[str, Any]:
@@ -55,3 +58,15 @@ def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int
     except KafkaException as exc:
         log.warning("no watermarks for %s[%d] (%s)", topic, partition, exc.args[0])
         return 0, None
+
+
+def delete_retention_ms(kafka: KafkaConnection) -> int:
+    """How long the results topic keeps tombstones: saved state must be younger."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, kafka.results_topic)
+    admin = kafka.admin()
+    try:
+        entries = admin.describe_configs([resource], request_timeout=10.0)[resource].result(10.0)
+        return int(entries["delete.retention.ms"].value)
+    except Exception as exc:  # an ACL may deny DESCRIBE_CONFIGS: Kafka's default then
+        log.debug("cannot read delete.retention.ms of %s: %s", kafka.results_topic, exc)
+        return _DEFAULT_DELETE_RETENTION_MS

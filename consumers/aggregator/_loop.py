@@ -22,13 +22,14 @@ from confluent_kafka import (
 from resultlog.consumers._index_codec import IndexedLog
 from resultlog.consumers._ingest import Ingested, Ingestor
 from resultlog.consumers.aggregator._index import RunIndexWriter
-from resultlog.consumers.aggregator._kafka import watermarks
+from resultlog.consumers.aggregator._kafka import delete_retention_ms, watermarks
 from resultlog.consumers.aggregator._layout import MISSING, LayoutWatch, check_layout
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator._opener import StoreOpener
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
+from resultlog.consumers.aggregator._restorer import Restore, Restorer
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
-from resultlog.consumers.aggregator._stores import Stores
-from resultlog.consumers.aggregator.checkpoint import Checkpoints, Restored, delete_retention_ms
+from resultlog.consumers.aggregator.store import LogIdentity
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution
@@ -45,7 +46,6 @@ _IDLE_WAIT_S = 0.02  # also how soon an idle consumer thread serves a reader's r
 _TICK_BUDGET_S = 0.01  # folding for publication per loop iteration, before consuming again
 _ERROR_LOG_EVERY_S = 30.0
 _REGISTRY_PAUSE_S = 1.0  # before reading again what the registry kept us from decoding
-_STALE_READ_S = 5.0  # reading the summaries to serve stale, before restoring checkpoints
 _REGISTRY_ERROR = -1  # the key of registry failures among the rate-limited error logs
 
 
@@ -88,8 +88,11 @@ class ConsumerLoop:
             )
             self._watcher = SummaryWatcher(kafka)
             max_age_ms = delete_retention_ms(kafka)  # saved state older may miss a tombstone
-            self._checkpoints = Checkpoints.open(kafka, metrics, results, consumer, max_age_ms)
-            self._stores = Stores(kafka, metrics, results, root=state_dir, max_age_ms=max_age_ms)
+            self._opener = StoreOpener(
+                kafka, metrics, results, root=state_dir, max_age_ms=max_age_ms
+            )
+            self._restorer = Restorer(self._opener)
+            self._restoring: set[int] = set()  # assigned, paused until their stores restored
             self._save_interval_s = kafka.settings.aggregator_save_interval_s
             self._index = RunIndexWriter(kafka, results)
             shared.state = AggregatorState(num_partitions=results)
@@ -116,8 +119,7 @@ class ConsumerLoop:
             while not self._stopping.is_set():
                 wait = min(_IDLE_WAIT_S, max(0.0, next_tick - time.monotonic()))
                 self._handle(self._receive(wait))
-                if self._checkpoints is not None:
-                    self._checkpoints.write_due(self._shared)
+                self._adopt()
                 with self._shared.lock:
                     self._state.save(self._save_interval_s)
                 self._reconcile()
@@ -159,6 +161,8 @@ class ConsumerLoop:
         for message in batch:
             error = message.error()
             partition = message.partition() or 0
+            if partition in self._restoring:  # fetched before its pause: read again later
+                continue
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
                     self._consume_error(error)
@@ -316,7 +320,7 @@ class ConsumerLoop:
             done.append(job)
             summaries.append(job.compute())
         with self._shared.computed:
-            self._state.store(done, summaries)
+            self._state.cache_summaries(done, summaries)
             self._shared.computed.notify_all()
 
     def _tick(self, budget_s: float | None = None) -> bool:
@@ -361,12 +365,12 @@ class ConsumerLoop:
             self._consumer.close()
         except (KafkaException, RuntimeError) as exc:
             log.warning("closing the consumer: %s", exc)
+        self._restorer.stop()
         self._watcher.close()
-        if self._checkpoints is not None:
-            self._checkpoints.close()
         self._index.close()
         with self._shared.lock:
             self._state.close()
+        self._opener.close()
         self._publisher.flush(10.0)
         self._dlq.flush(10.0)
 
@@ -375,6 +379,8 @@ class ConsumerLoop:
         with self._shared.lock:
             self._state.close()
             self._state.partitions.clear()
+        self._restorer.stop()
+        self._opener.close()
         try:
             self._consumer.close()
         except Exception as exc:  # the consumer may already be broken; nothing else to do
@@ -384,47 +390,66 @@ class ConsumerLoop:
     # -- rebalance callbacks (run on the consumer thread, inside consume/poll) ---------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Take the partitions paused, serve their summaries topic's summaries marked stale,
+        and restore their stores on threads of their own: this returns at once."""
         fresh = [p.partition for p in partitions]
         if any(p >= self._state.num_partitions for p in fresh):
             # The topic grew: its run keys map elsewhere now.
             check_layout(self._kafka, consumer, [self.topic, self._kafka.summaries_topic])
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
-        opened = self._stores.open(bounds)
-        if fresh:
-            self._identified(fresh)
-        unsaved = {p: bounds[p] for p, found in opened.items() if found.next_offset is None}
-        self._serve_stale(unsaved)
-        restored = self._restore_checkpoints(unsaved)
-        # Outside the lock: meanwhile readers get the summaries topic's summaries, stale.
-        filled = {
-            p: Stores.fill(opened[p].store, found.rows, found.next_offset)
-            for p, found in restored.items()
-        }
-        starts: dict[int, int] = {}
+        assigned = [TopicPartition(self.topic, p) for p in fresh]
+        try:
+            consumer.incremental_assign(assigned)
+            consumer.pause(assigned)
+        except KafkaException as exc:
+            raise ConsumerError(f"cannot take {self.topic}: {exc.args[0]}") from exc
+        self._restoring.update(fresh)
+        self._serve_stale(bounds)
+        self._restorer.start(bounds)
         with self._shared.lock:
             self._state.joined = True
-            for partition, (low, high) in bounds.items():
-                store = opened[partition].store
-                saved, found = opened[partition].next_offset, restored.get(partition)
-                if saved is not None:
-                    starts[partition] = saved
-                    folds = opened[partition].folds
-                    self._state.restore(partition, high, saved, folds, store)
-                elif found is not None:
-                    starts[partition] = found.next_offset
-                    folds = filled[partition]
-                    self._state.restore(partition, high, found.next_offset, folds, store)
-                else:
-                    self._state.assign(partition, low, high, store)
-        self._metrics.rebuilds.inc(len(fresh))
-        rebuilt = [p for p in fresh if p not in starts]
-        if rebuilt:
-            log.info("rebuilding partitions %s of %s", rebuilt, self.topic)
-        for partition, (low, _) in bounds.items():
-            self._index.assign(partition, low, starts.get(partition, low))
-        starts.update({p: OFFSET_BEGINNING for p in rebuilt})
-        consumer.incremental_assign([TopicPartition(self.topic, p, o) for p, o in starts.items()])
-        self._watcher.assign(fresh)
+
+    def _adopt(self) -> None:
+        """Note the restores' progress; start reading each restored partition where its
+        state ends."""
+        progress = self._restorer.restoring()
+        with self._shared.lock:
+            for number, partition in self._state.partitions.items():
+                partition.restore = progress.get(number)
+        for restore in self._restorer.finished():
+            if restore.error is not None:
+                raise restore.error
+            self._adopt_one(restore)
+
+    def _adopt_one(self, restore: Restore) -> None:
+        partition, (low, high), found = restore.partition, restore.bounds, restore.opened
+        assert found is not None  # a restore that ended without error opened its store
+        if partition not in self._restoring:  # revoked as it finished
+            found.store.close()
+            return
+        self._identified([partition], restore.identity)
+        start = found.next_offset
+        with self._shared.lock:
+            held = self._state.partitions.get(partition)
+            if start is not None:
+                self._state.restore(partition, high, start, found.folds, found.store)
+            else:
+                self._state.assign(partition, low, high, found.store)
+            if held is not None:  # served stale until caught up
+                self._state.partitions[partition].stale = held.stale
+        self._metrics.rebuilds.inc()
+        if start is None:
+            log.info("rebuilding partition %d of %s", partition, self.topic)
+        self._index.assign(partition, low, low if start is None else start)
+        self._restoring.discard(partition)
+        offset = OFFSET_BEGINNING if start is None else start
+        try:
+            self._consumer.incremental_unassign([TopicPartition(self.topic, partition)])
+            self._consumer.incremental_assign([TopicPartition(self.topic, partition, offset)])
+            # Paused is a partition's own flag: it outlives the assignment.
+            self._consumer.resume([TopicPartition(self.topic, partition)])
+        except KafkaException as exc:
+            raise ConsumerError(f"cannot read {self.topic}[{partition}]: {exc.args[0]}") from exc
 
     def _watch_topic_id(self) -> None:
         """Rebuild everything once the results topic has another ID (deleted and re-created:
@@ -469,10 +494,9 @@ class ConsumerLoop:
             raise ConsumerError(f"cannot rebuild {self.topic}: {exc.args[0]}") from exc
         self._on_assign(self._consumer, assigned)
 
-    def _identified(self, fresh: list[int]) -> None:
+    def _identified(self, fresh: list[int], identity: LogIdentity | None) -> None:
         """Note the results topic's ID the newly assigned partitions fold; partitions held
         from before of another ID are rebuilt next."""
-        identity = self._stores.identity
         if identity is None:
             self._index.identify(None)
             return
@@ -483,51 +507,43 @@ class ConsumerLoop:
                 self._recreated = any(p not in fresh for p in self._state.partitions)
         self._topic_id = identity.topic_id
 
-    def _serve_stale(self, unsaved: dict[int, tuple[int, int | None]]) -> None:
-        """Before restoring partitions without saved state: read their summaries from the
-        summaries topic and serve those, marked stale, until the partitions caught up."""
-        if not unsaved:
+    def _serve_stale(self, fresh: dict[int, tuple[int, int | None]]) -> None:
+        """While their stores restore: serve the partitions' summaries topic's summaries
+        (read as they arrive), marked stale, until the partitions caught up."""
+        if not fresh:
             return
-        self._watcher.assign(list(unsaved))
+        self._watcher.assign(list(fresh))
         with self._shared.lock:
-            for partition, (low, high) in unsaved.items():
+            for partition, (low, high) in fresh.items():
                 self._state.assign(partition, low, high)
                 placeholder = self._state.partitions[partition]
                 placeholder.caught_up = False
                 placeholder.stale = self._watcher.held(partition)
-        self._watcher.catch_up(list(unsaved), _STALE_READ_S)
-
-    def _restore_checkpoints(
-        self, unsaved: dict[int, tuple[int, int | None]]
-    ) -> dict[int, Restored]:
-        checkpoints = self._checkpoints
-        if checkpoints is None:
-            return {}
-        identity = self._stores.identity
-        checkpoints.identify(None if identity is None else (identity.cluster_id, identity.topic_id))
-        return checkpoints.restore(unsaved)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = {p.partition for p in partitions}
+        self._restorer.cancel(gone)
+        self._restoring -= gone
         self._publish_changed(gone)
         positions = self._positions()
         for partition in gone:
             self._index.revoke(partition, positions.get(partition))
-        if self._checkpoints is not None:
-            self._checkpoints.write_now(self._shared, gone)
         self._drop(gone)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Another member may own these already: publish nothing, just forget them.
+        lost = {p.partition for p in partitions}
+        self._restorer.cancel(lost)
+        self._restoring -= lost
         for partition in partitions:
             self._index.revoke(partition.partition, None)
-        self._drop({p.partition for p in partitions})
+        self._drop({p.partition for p in partitions}, lost=True)
 
-    def _drop(self, partitions: set[int]) -> None:
+    def _drop(self, partitions: set[int], *, lost: bool = False) -> None:
         self._watcher.revoke(partitions)
         with self._shared.lock:
             for partition in partitions:
-                self._state.revoke(partition)
+                self._state.revoke(partition, lost=lost)
         if partitions:
             log.info("dropped partitions %s of %s", sorted(partitions), self.topic)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -13,19 +13,14 @@ from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.dlq import REASON_KINDS
 from resultlog.schemas import RunKey
 
-__all__ = ["CHECKPOINT_IGNORED", "STATE_IGNORED", "AggregatorMetrics", "RunSpend"]
+__all__ = ["STATE_IGNORED", "AggregatorMetrics", "RunSpend"]
 
 _PREFIX = "resultlog_aggregator"
 
-# Why a partition's checkpoint was not used (the reasons of `_checkpoint_read.Unusable`).
-CHECKPOINT_IGNORED = (
-    "missing", "corrupt", "incomplete", "foreign", "beyond_end", "truncated", "stale",
-    "unreadable", "foreign_cluster", "foreign_topic", "old_version",
-)  # fmt: skip
 # Why a partition's state store was not used (the reasons of `store.Refused`).
 STATE_IGNORED = (
     "missing", "corrupt", "foreign_cluster", "foreign_topic", "foreign_layout", "beyond_end",
-    "truncated", "stale", "unidentified",
+    "truncated", "stale", "unidentified", "interrupted", "lost", "changelog",
 )  # fmt: skip
 
 # Each served run's key and its spend in USD (every attempt: the summary's spent_cost).
@@ -85,88 +80,54 @@ class AggregatorMetrics:
         self, snapshot: Callable[[], tuple[Health, int]], spend: RunSpend | None = None
     ) -> None:
         self.registry = CollectorRegistry()
-        self.consumed = Counter(
-            f"{_PREFIX}_records_consumed",
-            "Results-topic records consumed, re-reads during rebuilds included.",
-            registry=self.registry,
-        )
-        self.dead_lettered = Counter(
-            f"{_PREFIX}_dead_lettered",
-            "Records sent to the dead-letter topic, by reason.",
-            ["reason"],
-            registry=self.registry,
-        )
-        for kind in REASON_KINDS:
-            self.dead_lettered.labels(reason=kind)
-        self.dead_letter_failures = Counter(
-            f"{_PREFIX}_dead_letter_failures",
-            "Dead letters that could not be delivered.",
-            registry=self.registry,
-        )
-        self.published = Counter(
-            f"{_PREFIX}_summaries_published",
-            "Summaries (and run tombstones) acknowledged by the summaries topic.",
-            registry=self.registry,
-        )
-        self.publish_failures = Counter(
-            f"{_PREFIX}_publish_failures",
-            "Summary publications that failed (retried at the next tick).",
-            registry=self.registry,
-        )
-        self.rebuilds = Counter(
-            f"{_PREFIX}_rebuilds",
-            "Partition assignments (each restores a checkpoint or re-folds from the beginning).",
-            registry=self.registry,
-        )
-        self.checkpoints_restored = Counter(
-            f"{_PREFIX}_checkpoints_restored",
-            "Partition assignments that restored a checkpoint and read only the tail.",
-            registry=self.registry,
-        )
-        self.checkpoints_ignored = Counter(
-            f"{_PREFIX}_checkpoints_ignored",
-            "Partition assignments that found no usable checkpoint, by reason.",
-            ["reason"],
-            registry=self.registry,
-        )
-        for reason in CHECKPOINT_IGNORED:
-            self.checkpoints_ignored.labels(reason=reason)
-        self.states_restored = Counter(
-            f"{_PREFIX}_states_restored",
-            "Partition assignments that resumed the partition's state directory store.",
-            registry=self.registry,
-        )
-        self.states_ignored = Counter(
-            f"{_PREFIX}_states_ignored",
-            "Partition assignments whose state directory store was refused, by reason.",
-            ["reason"],
-            registry=self.registry,
-        )
-        for reason in STATE_IGNORED:
-            self.states_ignored.labels(reason=reason)
-        self.checkpoints_written = Counter(
-            f"{_PREFIX}_checkpoints_written",
-            "Checkpoints of a partition written completely (pieces, then header).",
-            registry=self.registry,
-        )
-        self.checkpoint_failures = Counter(
-            f"{_PREFIX}_checkpoint_failures",
-            "Checkpoints that could not be written (the previous one stays valid).",
-            registry=self.registry,
-        )
-        self.checkpoint_write_seconds = Counter(
-            f"{_PREFIX}_checkpoint_write_seconds",
-            "Time the checkpoint thread spent encoding and writing checkpoints.",
-            registry=self.registry,
-        )
-        self.checkpoint_snapshot_seconds = Counter(
-            f"{_PREFIX}_checkpoint_snapshot_seconds",
-            "Time the consumer thread spent taking snapshots for checkpoints (under the lock).",
-            registry=self.registry,
-        )
+        self._count_records()
+        self._count_states()
         self.registry.register(_StateCollector(snapshot))
         if spend is not None:
             self.registry.register(_SpendCollector(spend))
+
+    def _count_records(self) -> None:
+        """The counters of what became of the records read and the summaries written."""
+        self.consumed = self._counter(
+            "records_consumed", "Results-topic records consumed, re-reads during rebuilds included."
+        )
+        self.dead_lettered = self._counter(
+            "dead_lettered", "Records sent to the dead-letter topic, by reason.", REASON_KINDS
+        )
+        self.dead_letter_failures = self._counter(
+            "dead_letter_failures", "Dead letters that could not be delivered."
+        )
+        self.published = self._counter(
+            "summaries_published",
+            "Summaries (and run tombstones) acknowledged by the summaries topic.",
+        )
+        self.publish_failures = self._counter(
+            "publish_failures", "Summary publications that failed (retried at the next tick)."
+        )
+
+    def _count_states(self) -> None:
+        """The counters of what each partition assignment started from."""
+        self.rebuilds = self._counter(
+            "rebuilds",
+            "Partition assignments (each resumes or restores its store, or re-folds it all).",
+        )
+        self.states_restored = self._counter(
+            "states_restored",
+            "Partition assignments that resumed a store (state directory, changelog or both).",
+        )
+        self.states_ignored = self._counter(
+            "states_ignored",
+            "Partition assignments whose state directory store was refused, by reason.",
+            STATE_IGNORED,
+        )
+
+    def _counter(self, name: str, documentation: str, reasons: Sequence[str] = ()) -> Counter:
+        """A counter on this registry; with `reasons`, labelled by reason, each shown from 0."""
+        labels = ["reason"] if reasons else []
+        counter = Counter(f"{_PREFIX}_{name}", documentation, labels, registry=self.registry)
+        for reason in reasons:
+            counter.labels(reason=reason)
+        return counter
 
     def exposition(self) -> tuple[bytes, str]:
         """The Prometheus text exposition and its content type."""

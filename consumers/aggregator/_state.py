@@ -75,6 +75,7 @@ class PartitionState:
     # The summaries topic's values of this partition (summaries, tombstones, garbage), as far
     # as read: its summaries are served marked stale until the partition is caught up.
     stale: Mapping[RunKey, object] = field(default_factory=dict)
+    restore: tuple[int, int] | None = None  # while its store restores: changelog read, of
 
     def stale_summaries(self) -> dict[RunKey, RunSummary]:
         """The summaries topic's summaries of this partition (nothing once caught up)."""
@@ -208,12 +209,14 @@ class AggregatorState:
         state.dirty = set(folds)
         self.partitions[partition] = state
 
-    def revoke(self, partition: int) -> None:
+    def revoke(self, partition: int, *, lost: bool = False) -> None:
         """Forget a partition: its runs are no longer this instance's to serve or publish
-        (its store keeps what was read, for the next assignment)."""
+        (its store keeps what was flushed, and unless `lost` what was read since: a lost
+        partition may have another owner already, whose changelog it is now)."""
         state = self.partitions.pop(partition, None)
         if state is not None and state.store is not None:
-            state.store.flush(state.position)
+            if not lost:
+                state.store.flush(state.position)
             state.store.close()
         if not self.partitions:  # holding nothing (all lost, say): not a member that serves
             self.joined = False
@@ -380,7 +383,7 @@ class AggregatorState:
         return jobs
 
     @staticmethod
-    def store(jobs: list[Job], summaries: list[RunSummary]) -> None:
+    def cache_summaries(jobs: list[Job], summaries: list[RunSummary]) -> None:
         """Cache summaries computed outside the lock."""
         for job, summary in zip(jobs, summaries, strict=True):
             if job.version >= job.run.cached_version:
@@ -425,6 +428,7 @@ class AggregatorState:
                     lag=p.lag,
                     caught_up=p.caught_up,
                     runs=sum(1 for run in p.runs.values() if len(run.fold)),
+                    restoring=p.restore,
                 )
                 for _, p in sorted(self.partitions.items())
             ),

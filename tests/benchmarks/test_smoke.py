@@ -39,8 +39,8 @@ SMOKE: dict[str, tuple[str, int]] = {
     "scale": ("--workers 1,2 --samples 8 --epochs 1 --chunks 2 --partitions 2 --latency-ms 1", 1),
     "history": ("--others 0,2000,4000", 11),  # 4 reads x 2 counts, RSS, 2 restarts
 }
-# history waits a checkpoint interval (a minute by default) at each count before it reads.
-ENV = {"history": {"RESULTLOG_CHECKPOINT_INTERVAL_S": "1"}}
+# history waits a save interval of the aggregator's stores at each count before it reads.
+ENV = {"history": {"RESULTLOG_AGGREGATOR_SAVE_INTERVAL_S": "1"}}
 
 
 def test_every_benchmark_module_is_smoke_tested() -> None:

@@ -115,7 +115,7 @@ def test_state_serves_caught_up_partitions_with_summaries_computed_on_request() 
     assert state.lookup(RUN_KEY, now, compute=False) is None  # a wish, not a fold
     jobs = state.take_jobs(now)
     assert len(jobs) == 1 and state.wanted == {}
-    state.store(jobs, [job.compute() for job in jobs])
+    state.cache_summaries(jobs, [job.compute() for job in jobs])
     found = state.lookup(RUN_KEY, now, compute=False)
     assert found is not None and found.summary is not None and found.summary.records == 2
     assert found.summary.as_of is not None and found.summary.as_of.offsets == {str(partition): 10}

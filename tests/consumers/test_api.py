@@ -107,7 +107,8 @@ def test_healthz_reports_readiness_and_per_partition_lag(settings: Settings, loa
     assert body["ready"] is True and body["status"] == "ready"
     assert set(body["partitions"]) == {str(p) for p in range(settings.partitions)}
     partition = next(iter(body["partitions"].values()))
-    assert set(partition) == {"position", "high_watermark", "lag", "caught_up", "runs"}
+    assert set(partition) == {"position", "high_watermark", "lag", "caught_up", "runs", "restoring"}
+    assert body["restoring"] == {} and partition["restoring"] is False
     assert sum(p["runs"] for p in body["partitions"].values()) == len(RUNS)
 
 

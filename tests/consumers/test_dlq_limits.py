@@ -29,9 +29,9 @@ def test_a_poison_record_over_1_mb_is_dead_lettered_once_across_rebuilds(
         wait_for(lambda: served(url, RUN_KEY), "the run beside the poison")
         (letter,) = dead_letters(settings, 1)
         assert (letter.key, letter.value) == (key, big)
-    # A rebuild from the start of the log (no checkpoint to restore) meets the poison again.
-    fresh = settings.checkpoints_topic + "-2"
-    rebuilt = settings.model_copy(update={"checkpoints_topic": fresh})
+    # A rebuild from the start of the log (no changelog to restore from) meets the poison again.
+    fresh = settings.changelog_topic + "-2"
+    rebuilt = settings.model_copy(update={"changelog_topic": fresh})
     with KafkaConnection(rebuilt) as kafka:
         ensure_topics(kafka, [s for s in topic_specs(rebuilt) if s.name == fresh])
     with serving_aggregator(rebuilt) as (aggregator, url):

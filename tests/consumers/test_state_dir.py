@@ -12,8 +12,8 @@ import pytest
 
 from resultlog.consumers import RunFold
 from resultlog.consumers.aggregator import Aggregator
+from resultlog.consumers.aggregator._opener import StoreOpener
 from resultlog.consumers.aggregator._state import AggregatorState
-from resultlog.consumers.aggregator._stores import Stores
 from resultlog.consumers.aggregator.web._html import runs_part
 from resultlog.consumers.aggregator.web._source import summary_json
 from resultlog.schemas import RecordId, RunKey, SampleResult, partition_for
@@ -38,24 +38,23 @@ def test_a_restart_with_its_state_dir_reads_only_the_tail(settings: Settings) ->
         _wait_equal(aggregator, settings)
         assert metric(aggregator, "records_consumed_total") == len(tail)
         assert metric(aggregator, "states_restored_total") == settings.partitions
-        assert metric(aggregator, "checkpoints_restored_total") == 0
 
 
-def test_a_new_machine_serves_stale_summaries_while_it_restores_checkpoints(
+def test_a_new_machine_serves_stale_summaries_while_it_restores_from_the_changelog(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_many(settings, _records(range(0, 20)))
     with started(settings, _state_dir(settings)) as aggregator:
-        _wait_equal(aggregator, settings)  # its clean stop checkpoints and publishes
+        _wait_equal(aggregator, settings)  # its clean stop flushes and publishes
     release = threading.Event()
-    fill = Stores.fill
+    restore = StoreOpener._restored
 
-    def held_fill(*args: Any) -> Any:
+    def held_restore(*args: Any) -> Any:
         # The restore waits until the test saw what is served meanwhile.
         assert release.wait(60), "the test never released the restore"
-        return fill(*args)
+        return restore(*args)
 
-    monkeypatch.setattr(Stores, "fill", staticmethod(held_fill))
+    monkeypatch.setattr(StoreOpener, "_restored", held_restore)
     new_machine = _state_dir(settings).with_name("new-machine")
     with started(settings, new_machine) as aggregator:
         try:
@@ -64,12 +63,18 @@ def test_a_new_machine_serves_stale_summaries_while_it_restores_checkpoints(
                 found = aggregator.lookup(run_key)
                 assert found.summary is not None and found.rebuilding
                 assert found.summary.records == expected(settings, run_key)["records"]
-            assert not aggregator.health().ready
+            health = aggregator.health()
+            # The rebalance callback returned: the group is joined, the stores restore.
+            assert health.joined and not health.ready
+            assert set(health.as_json()["restoring"]) == {
+                str(p) for p in range(settings.partitions)
+            }
+            assert "restoring partitions" in health.restoring_text()
         finally:
             release.set()
         _wait_equal(aggregator, settings)
         assert not any(aggregator.lookup(k).stale for k in RUNS)
-        assert metric(aggregator, "checkpoints_restored_total") >= 1
+        assert metric(aggregator, "states_restored_total") == settings.partitions
         assert metric(aggregator, "records_consumed_total") == 0
 
 

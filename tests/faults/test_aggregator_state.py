@@ -1,6 +1,7 @@
 """The aggregator's saved state under faults, as real processes: a state directory deleted
-while stopped or copied from another log, a checkpoint of a results topic deleted and
-re-created since, and a SIGKILL in the middle of writing."""
+while stopped or copied from another log, state (store and changelog) of a results topic
+deleted and re-created since, a deleted changelog topic, and a SIGKILL in the middle of
+writing, on the same machine or a new one; each ends equal to a full replay."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import httpx
 import pytest
 from rocksdict import Options, Rdict
 
+from resultlog.consumers.aggregator.store import MARKER_KEY
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
@@ -24,7 +26,7 @@ from tests.support.aggregator_process import (
     recreate_results_topic,
     two_epoch_records,
 )
-from tests.support.kafka import run_partition, topic_settings, write_many
+from tests.support.kafka import read_partition, run_partition, topic_settings, write_many
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
@@ -35,12 +37,11 @@ NEW = [RunKey(f"new-{i}", "arith", "openai/gpt-4o") for i in range(4)]
 
 @pytest.fixture
 def fresh(kafka_bootstrap: str, unique_name: str, tmp_path: Path) -> Iterator[Settings]:
-    """This test's topics, checkpointing often, with its state directories under tmp_path."""
+    """This test's topics, flushing often, with its state directories under tmp_path."""
     made = topic_settings(
         kafka_bootstrap,
         unique_name,
-        checkpoint_every_records=50,
-        checkpoint_interval_s=0.5,
+        aggregator_save_interval_s=0.5,
         aggregator_state_dir=tmp_path / "machine-a",
     )
     yield made
@@ -48,15 +49,37 @@ def fresh(kafka_bootstrap: str, unique_name: str, tmp_path: Path) -> Iterator[Se
         kafka.admin().delete_topics(made.every_topic())
 
 
-def test_a_state_dir_deleted_while_stopped_is_restored_from_checkpoints(fresh: Settings) -> None:
+def test_a_state_dir_deleted_while_stopped_is_restored_from_the_changelog(
+    fresh: Settings,
+) -> None:
     write_many(fresh, two_epoch_records(OLD, range(30)))
     with aggregator_process(fresh) as agg:
         agg.wait_equal(fresh, OLD)
     shutil.rmtree(_state_dir(fresh))
-    write_many(fresh, two_epoch_records(OLD, range(30, 33)))
+    tail = two_epoch_records(OLD, range(30, 33))
+    write_many(fresh, tail)
     with aggregator_process(fresh) as agg:
         agg.wait_equal(fresh, OLD)
-        assert agg.metric("checkpoints_restored_total") == fresh.partitions
+        assert agg.metric("states_restored_total") == fresh.partitions
+        assert agg.metric("records_consumed_total") == len(tail)
+
+
+def test_a_deleted_changelog_is_written_again_whole_and_restores_a_new_machine(
+    fresh: Settings,
+) -> None:
+    write_many(fresh, two_epoch_records(OLD, range(30)))
+    with aggregator_process(fresh) as agg:
+        agg.wait_equal(fresh, OLD)
+    recreate_results_topic(fresh, fresh.changelog_topic)
+    write_many(fresh, two_epoch_records(OLD, range(30, 33)))
+    with aggregator_process(fresh) as agg:  # its store is good: it rewrites the changelog
+        agg.wait_equal(fresh, OLD)
+        assert agg.metric("states_restored_total") == fresh.partitions
+    shutil.rmtree(_state_dir(fresh))
+    with aggregator_process(fresh) as agg:
+        agg.wait_equal(fresh, OLD)
+        assert agg.metric("states_restored_total") == fresh.partitions
+        assert agg.metric("records_consumed_total") == 0
 
 
 def test_a_state_dir_of_another_cluster_is_refused_and_rebuilt(fresh: Settings) -> None:
@@ -65,10 +88,9 @@ def test_a_state_dir_of_another_cluster_is_refused_and_rebuilt(fresh: Settings) 
         agg.wait_equal(fresh, OLD)
     _rename_cluster(_state_dir(fresh), "another-cluster")
     write_many(fresh, two_epoch_records(OLD, range(30, 33)))
-    with aggregator_process(fresh) as agg:
+    with aggregator_process(fresh) as agg:  # its changelog is this cluster's: restored from it
         agg.wait_equal(fresh, OLD)
         assert agg.metric("states_ignored_total", reason="foreign_cluster") == fresh.partitions
-        assert agg.metric("states_restored_total") == 0
     assert agg.warnings("foreign_cluster") == fresh.partitions
 
 
@@ -89,28 +111,39 @@ def test_state_of_a_deleted_and_recreated_topic_is_never_restored(
             assert httpx.get(agg.url + path(run_key), timeout=5).status_code == 404
         listed = {(s["run_id"]) for s in httpx.get(agg.url + "/runs", timeout=5).json()}
         assert listed == {k.run_id for k in NEW}
-        assert agg.metric("checkpoints_restored_total") == 0
         assert agg.metric("states_restored_total") == 0
-    assert agg.warnings("foreign_topic") >= 1
+    assert agg.warnings("foreign_topic") >= 1, agg.stderr[-3000:]
 
 
-def test_sigkill_while_writing_the_store_then_restart_equals_replay(fresh: Settings) -> None:
+@pytest.mark.parametrize("keep_state_dir", [True, False], ids=["same machine", "new machine"])
+def test_sigkill_while_writing_the_store_then_restart_equals_replay(
+    fresh: Settings, keep_state_dir: bool
+) -> None:
     write_many(fresh, two_epoch_records(OLD, range(100)))
     tiny_cache = fresh.model_copy(update={"aggregator_cache_keys": 64})  # flushes all the time
     writer = threading.Thread(
         target=write_many, args=(fresh, two_epoch_records(OLD, range(100, 600)))
     )
+    holding = {run_partition(fresh, run_key) for run_key in OLD}
     with aggregator_process(tiny_cache, stop=signal.SIGKILL) as agg:
         writer.start()
-        wait_for(lambda: agg.metric("records_consumed_total") > 1000, "ingestion under way")
+        # Each partition starts folding once its own restore ends: killed only once every
+        # partition holding records has flushed (a marker on its changelog), mid-ingest.
+        wait_for(
+            lambda: agg.metric("records_consumed_total") > 1000 and _flushed(fresh, holding),
+            "every partition flushed, ingestion under way",
+        )
     writer.join(120)
+    if not keep_state_dir:  # restored from a changelog whose last flush may be cut short
+        shutil.rmtree(_state_dir(fresh))
     with aggregator_process(fresh) as agg:
         agg.wait_equal(fresh, OLD)
-        # Each partition holding records flushed at least once (64 keys); an empty one may
-        # have been killed before its first save, which costs nothing to re-read.
-        holding = {run_partition(fresh, run_key) for run_key in OLD}
-        assert agg.metric("states_restored_total") >= len(holding)
-        assert agg.metric("records_consumed_total") < len(two_epoch_records(OLD, range(600)))
+        restored = agg.metric("states_restored_total")
+        consumed = agg.metric("records_consumed_total")
+    # Whatever the flush the kill cut short, each flushed partition resumes from its state
+    # (its store and changelog on the same machine, its changelog alone on a new one).
+    assert restored >= len(holding), agg.stderr[-3000:]
+    assert consumed < len(two_epoch_records(OLD, range(600))), agg.stderr[-3000:]
 
 
 # -- private helpers ------------------------------------------------------------------------
@@ -119,6 +152,14 @@ def test_sigkill_while_writing_the_store_then_restart_equals_replay(fresh: Setti
 def _state_dir(settings: Settings) -> Path:
     assert settings.aggregator_state_dir is not None
     return settings.aggregator_state_dir
+
+
+def _flushed(settings: Settings, partitions: set[int]) -> bool:
+    """Whether each of these partitions' changelogs holds a flush's marker."""
+    return all(
+        any(r.key == MARKER_KEY for r in read_partition(settings, settings.changelog_topic, p))
+        for p in partitions
+    )
 
 
 def _rename_cluster(root: Path, cluster_id: str) -> None:

@@ -35,7 +35,6 @@ PROPERTY_TESTS = (
     "tests/consumers/test_ingest.py",
     "tests/consumers/test_run_views.py",
     "tests/consumers/test_state_store.py",
-    "tests/consumers/test_checkpoint_codec.py",
 )
 PROBE = """
 import importlib, json, resultlog

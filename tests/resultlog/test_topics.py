@@ -49,7 +49,7 @@ def test_creates_five_topics_with_their_configs_idempotently(
     assert _config(admin, settings.results_topic)["min.insync.replicas"] == "1"
     assert _config(admin, settings.leases_topic)["cleanup.policy"] == "compact"
     assert _config(admin, settings.spend_topic)["cleanup.policy"] == "compact"
-    assert _config(admin, settings.checkpoints_topic)["cleanup.policy"] == "compact"
+    assert _config(admin, settings.changelog_topic)["cleanup.policy"] == "compact"
     assert _config(admin, settings.index_topic)["cleanup.policy"] == "compact"
     assert len(metadata[settings.index_topic].partitions) == 4
     assert _config(admin, settings.lm_eval_answers_topic)["cleanup.policy"] == "compact"

@@ -46,7 +46,7 @@ class AggregatorProcess:
         wait_for(lambda: {k: self.served(k) for k in runs} == want, "replay's summaries")
 
     def warnings(self, reason: str, of: str = "") -> int:
-        """How many WARNING lines ignored saved state (`of`: "checkpoint", ...) for `reason`."""
+        """How many WARNING lines ignored saved state (`of`: "saved state", ...) for `reason`."""
         return len(re.findall(rf"WARNING.*ignoring the {of}.*\({reason}\)", self.stderr))
 
     def served(self, run_key: RunKey) -> object:
@@ -77,11 +77,13 @@ def aggregator_process(
         assert "Traceback" not in running.stderr, running.stderr[-3000:]
 
 
-def recreate_results_topic(settings: Settings) -> None:
-    """Delete the results topic and create it again with `topics create` (a new topic ID)."""
+def recreate_results_topic(settings: Settings, topic: str | None = None) -> None:
+    """Delete the results topic (or `topic`) and create it again with `topics create` (a new
+    topic ID)."""
+    name = topic or settings.results_topic
     with KafkaConnection(settings) as kafka:
         admin = kafka.admin()  # kept referenced: its futures die with it
-        admin.delete_topics([settings.results_topic])[settings.results_topic].result(30)
+        admin.delete_topics([name])[name].result(30)
     deadline = time.monotonic() + 60
     while True:
         done = run_cli(child_env(settings), "topics", "create")

@@ -1,4 +1,5 @@
-"""The state store's bytes: keys of one partition's runs, exact contributions, samples, totals.
+"""The state store's bytes (and its changelog's): keys of one partition's runs, exact
+contributions, samples, totals.
 
 Keys: `T<run key>` a run's totals, `L<run key>\\0<sample_index><epoch>` a key's latest
 contribution, `S<run key>\\0<sample id>` a sample's epochs; the run key is its percent-encoded
@@ -145,29 +146,28 @@ def decode_sample(raw: bytes) -> Sample:
 
 def encode_totals(state: FoldState, latest: int) -> bytes:
     """A run's totals and how many per-key entries it has."""
-    (spent, newest, records, degraded, not_skipped, tokens, cost, time_ms, sums, counts,
-     answered, skipped, correct, by_kept, scorers) = state  # fmt: skip
+    newest = state.newest
     body = {
         "latest": latest,
-        "spent": spent,
+        "spent": state.spent,
         "newest": None if newest is None else _text(encode_contribution(newest)),
         "ints": [
-            records,
-            degraded,
-            not_skipped,
-            *tokens,
-            cost,
-            time_ms,
-            answered,
-            skipped,
-            correct,
+            state.records,
+            state.degraded,
+            state.not_skipped,
+            *state.tokens,
+            state.cost,
+            state.generation_time_ms,
+            state.answered,
+            state.skipped,
+            state.correct,
         ],
-        "metric_sums": sums,
-        "metric_counts": counts,
-        "points_by_kept": [[kept, points] for kept, points in by_kept.items()],
+        "metric_sums": state.metric_sums,
+        "metric_counts": state.metric_counts,
+        "points_by_kept": [[kept, points] for kept, points in state.points_by_kept.items()],
         "scorers": {
             name: [[sample_id, count, total] for sample_id, (count, total) in held.items()]
-            for name, held in scorers.items()
+            for name, held in state.scorers.items()
         },
     }
     return json.dumps(body, separators=(",", ":")).encode()
@@ -180,19 +180,26 @@ def decode_totals(raw: bytes) -> tuple[FoldState, int]:
         newest = body["newest"]
         (records, degraded, not_skipped, t0, t1, t2, t3, cost, time_ms, answered, skipped,
          correct) = body["ints"]  # fmt: skip
-        state: FoldState = (
-            body["spent"],
-            None if newest is None else decode_contribution(base64.b64decode(newest)),
-            records, degraded, not_skipped, (t0, t1, t2, t3), cost, time_ms,
-            {str(k): int(v) for k, v in body["metric_sums"].items()},
-            {str(k): int(v) for k, v in body["metric_counts"].items()},
-            answered, skipped, correct,
-            {int(kept): int(points) for kept, points in body["points_by_kept"]},
-            {
+        state = FoldState(
+            spent=body["spent"],
+            newest=None if newest is None else decode_contribution(base64.b64decode(newest)),
+            records=records,
+            degraded=degraded,
+            not_skipped=not_skipped,
+            tokens=(t0, t1, t2, t3),
+            cost=cost,
+            generation_time_ms=time_ms,
+            metric_sums={str(k): int(v) for k, v in body["metric_sums"].items()},
+            metric_counts={str(k): int(v) for k, v in body["metric_counts"].items()},
+            answered=answered,
+            skipped=skipped,
+            correct=correct,
+            points_by_kept={int(kept): int(points) for kept, points in body["points_by_kept"]},
+            scorers={
                 str(name): {str(s): (int(c), int(t)) for s, c, t in held}
                 for name, held in body["scorers"].items()
             },
-        )  # fmt: skip
+        )
         return state, int(body["latest"])
     except StoreFormatError:
         raise

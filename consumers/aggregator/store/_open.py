@@ -32,7 +32,7 @@ from resultlog.consumers.aggregator.store._store import (
 from resultlog.consumers.fold import RunFold
 from resultlog.schemas import RunKey
 
-__all__ = ["Opened", "Refused", "open_store", "partition_path"]
+__all__ = ["Opened", "Refused", "check_meta", "destroy", "foreign", "open_store", "partition_path"]
 
 log = logging.getLogger(__name__)
 _LOCK_WAIT_S = 5.0
@@ -50,12 +50,14 @@ class Refused:
 
 @dataclass(frozen=True)
 class Opened:
-    """An open store and what it restored: folds up to `next_offset`, or why nothing."""
+    """An open store and what it restored: folds up to `next_offset`, or why nothing;
+    `meta`: what the store holds (a restore from the changelog continues from it)."""
 
     store: PartitionStore
     next_offset: int | None
     folds: dict[RunKey, RunFold]
     refused: Refused | None
+    meta: StoreMeta | None = None
 
 
 def partition_path(root: Path, topic: str, partition: int) -> Path:
@@ -73,32 +75,36 @@ def open_store(
     cache_keys: int,
     memory_bytes: int = DEFAULT_MEMORY,
 ) -> Opened:
-    """The partition's store, with its folds if they can be trusted (emptied otherwise)."""
+    """The partition's store, with its folds if they can be trusted (emptied otherwise; a
+    store whose restore from the changelog began is kept, without folds, to finish it)."""
     path = partition_path(root, identity.topic, partition)
     store = _open(path, partition, cache_keys, memory_bytes)
     try:
         meta = store.meta()
-        refused = _check(meta, identity, partition, bounds, max_age_ms)
+        if meta is not None and meta.restoring and foreign(meta, identity, partition) is None:
+            return Opened(store, None, {}, None, meta)
+        refused = check_meta(meta, identity, partition, bounds, max_age_ms)
         if refused is None and meta is not None:
-            return Opened(store, meta.next_offset, store.folds(), None)
+            store.covers, store.changelog_offset = meta.next_offset, meta.changelog_offset
+            return Opened(store, meta.next_offset, store.folds(), None, meta)
     except StoreFormatError as exc:
         refused = Refused("corrupt", str(exc))
     if refused is not None and refused.reason == "missing" and store.empty():
         return Opened(store, None, {}, refused)
+    return Opened(destroy(store, cache_keys, memory_bytes), None, {}, refused)
+
+
+def destroy(
+    store: PartitionStore, cache_keys: int, memory_bytes: int = DEFAULT_MEMORY
+) -> PartitionStore:
+    """Close and delete a store; the empty store opened in its place."""
     store.close()
     Rdict.destroy(str(store.path), db_options())
-    return Opened(_open(store.path, partition, cache_keys, memory_bytes), None, {}, refused)
+    return _open(store.path, store.partition, cache_keys, memory_bytes)
 
 
-def _check(
-    meta: StoreMeta | None,
-    identity: LogIdentity,
-    partition: int,
-    bounds: tuple[int, int | None],
-    max_age_ms: int,
-) -> Refused | None:
-    if meta is None:
-        return Refused("missing", "no state was saved here")
+def foreign(meta: StoreMeta, identity: LogIdentity, partition: int) -> Refused | None:
+    """Why state saved from `meta`'s log is not of this partition of this log, if it is not."""
     theirs = meta.identity
     if theirs.cluster_id != identity.cluster_id:
         return Refused("foreign_cluster", f"saved from cluster {theirs.cluster_id!r}")
@@ -110,6 +116,24 @@ def _check(
         return Refused(
             "foreign_layout", f"saved for partition {meta.partition} of {theirs.partitions}"
         )
+    return None
+
+
+def check_meta(
+    meta: StoreMeta | None,
+    identity: LogIdentity,
+    partition: int,
+    bounds: tuple[int, int | None],
+    max_age_ms: int,
+) -> Refused | None:
+    """Why a store holding `meta` cannot be trusted for this partition now, if it cannot."""
+    if meta is None:
+        return Refused("missing", "no state was saved here")
+    if meta.restoring:
+        return Refused("interrupted", "a restore from the changelog did not finish")
+    refused = foreign(meta, identity, partition)
+    if refused is not None:
+        return refused
     low, high = bounds
     if high is None or meta.next_offset > high:
         return Refused("beyond_end", f"it covers offsets up to {meta.next_offset}, past {high}")

@@ -10,11 +10,12 @@ flushed keys, the maps changed least recently lose theirs first.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,16 +30,14 @@ from rocksdict import (
     WriteBufferManager,
 )
 
+from resultlog.consumers.aggregator.store._changelog import Changelog, ChangelogError, Entries
 from resultlog.consumers.aggregator.store._codec import (
     LATEST,
     META,
     SAMPLES,
     TOTALS,
     StoreFormatError,
-    decode_contribution,
     decode_totals,
-    encode_contribution,
-    encode_sample,
     encode_totals,
     run_of_totals,
     run_prefix,
@@ -52,10 +51,10 @@ from resultlog.schemas import RunKey
 __all__ = ["DEFAULT_MEMORY", "FORMAT", "LogIdentity", "PartitionStore", "StoreMeta"]
 
 log = logging.getLogger(__name__)
-FORMAT = 2  # 2: a contribution holds its shape's selected samples
+FORMAT = 3  # 3: the meta names the changelog offset the store holds
 _M = TypeVar("_M", LatestMap, SampleMap)
-_RESTORE_BATCH = 20_000  # entries per write batch when restoring a checkpoint's run
 _FLUSH_KEYS = 4096  # changed keys that make a flush due
+_RETRY_S = 1.0  # after a changelog write failed, before a full store tries again
 
 
 @dataclass(frozen=True)
@@ -70,13 +69,18 @@ class LogIdentity:
 
 @dataclass(frozen=True)
 class StoreMeta:
-    """What a store says it holds: whose partition, up to which offset, written when."""
+    """What a store says it holds: whose partition, up to which results offset, written when,
+    and up to which changelog offset (`restoring`: a restore from the changelog began and must
+    be finished before the data is used). A changelog's flush markers carry one too."""
 
     format: int
     identity: LogIdentity
     partition: int
     next_offset: int
     written_at_ms: int
+    changelog_offset: int = 0
+    changelog_id: str = ""  # the changelog topic's ID: offsets of another one mean nothing
+    restoring: bool = False
 
     def encode(self) -> bytes:
         """The meta entry's bytes."""
@@ -150,6 +154,10 @@ class PartitionStore:
         OPEN_PATHS.add(path)
         self.flushed_at = time.monotonic()
         self.covers: int | None = None  # the offset the meta on disk names
+        self.changelog: Changelog | None = None  # where each flush's changes go first
+        self.changelog_offset = 0  # the changelog offset after the last flush held here
+        self._repair: set[bytes] = set()  # keys the changelog may hold wrongly: rewritten
+        self._retry_at = 0.0  # a failed changelog write: not full again before this
 
     # -- what the maps call -----------------------------------------------------------------
 
@@ -188,35 +196,84 @@ class PartitionStore:
     @property
     def full(self) -> bool:
         """Whether the pending changes reached the cache's size: flush at the next boundary."""
-        return self.pending >= self._flush_at
+        return self.pending >= self._flush_at and time.monotonic() >= self._retry_at
 
-    def flush(self, next_offset: int | None) -> None:
-        """Write the pending entries and changed totals in one batch, with the offset they
-        cover (None while the store is being filled from a checkpoint: no meta yet)."""
+    def repair(self, keys: Iterable[bytes]) -> None:
+        """Write these keys' values (a tombstone if absent) to the changelog at the next
+        flush: an interrupted flush left other values there."""
+        self._repair.update(keys)
+
+    def republish(self) -> None:
+        """Write every entry to the changelog at the next flush: it does not back this store."""
+        self._repair.update(key for key, _ in self.items(b"") if key != META)
+
+    def flush(self, next_offset: int) -> None:
+        """Write the pending entries and changed totals, with the results offset they cover,
+        to the changelog (acknowledged first), then to disk in one batch naming the
+        changelog offset; a failed changelog write keeps them pending."""
         self._flushes += 1
+        entries = self._entries()
+        meta = None
+        if self.identity is not None:
+            changelog = self.changelog
+            meta = StoreMeta(
+                FORMAT,
+                self.identity,
+                self.partition,
+                next_offset,
+                int(time.time() * 1000),
+                self.changelog_offset,
+                "" if changelog is None else changelog.topic_id,
+            )
+            if changelog is not None and (entries or self.covers != next_offset):
+                try:
+                    offset = changelog.write(self.partition, entries, meta.encode())
+                except ChangelogError as exc:
+                    log.warning("not flushing %s yet: %s", self.path, exc)
+                    self._retry_at = time.monotonic() + _RETRY_S
+                    return
+                meta = dataclasses.replace(meta, changelog_offset=offset)
+        self._write(entries, meta)
+        if meta is not None:
+            self.covers, self.changelog_offset = next_offset, meta.changelog_offset
+        self._flushed()
+
+    def _write(self, entries: Entries, meta: StoreMeta | None) -> None:
+        """Write entries (None: delete) and the meta entry in one batch."""
         batch = WriteBatch(raw_mode=True)
+        for key, value in entries:
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        if meta is not None:
+            batch.put(META, meta.encode())
+        self._db.write(batch)
+
+    def _entries(self) -> Entries:
+        """Every pending change as (store key, bytes or None: deleted)."""
+        entries: Entries = []
         for mapping in self._changed:
             known = mapping.known
             for key in mapping.unflushed:
                 value = known[key]
-                if value is None:
-                    batch.delete(mapping.store_key(key))
-                else:
-                    batch.put(mapping.store_key(key), mapping.encode(value))
+                encoded = None if value is None else mapping.encode(value)
+                entries.append((mapping.store_key(key), encoded))
+        for run_key, fold in self._unsaved.items():
+            encoded = encode_totals(fold.state(), len(fold)) if len(fold) else None
+            entries.append((totals_key(run_key), encoded))
+        if self._repair:
+            written = {key for key, _ in entries}
+            entries.extend((k, self._db.get(k)) for k in self._repair if k not in written)
+        return entries
+
+    def _flushed(self) -> None:
+        """Forget what was pending (all of it written) and evict if memory holds too much."""
+        for mapping in self._changed:
             mapping.unflushed.clear()
             mapping.used = self._flushes
-        for run_key, fold in self._unsaved.items():
-            if len(fold):
-                batch.put(totals_key(run_key), encode_totals(fold.state(), len(fold)))
-            else:
-                batch.delete(totals_key(run_key))
-        if next_offset is not None and self.identity is not None:
-            now_ms = int(time.time() * 1000)
-            meta = StoreMeta(FORMAT, self.identity, self.partition, next_offset, now_ms)
-            batch.put(META, meta.encode())
-            self.covers = next_offset
-        self._db.write(batch)
         self._changed.clear()
+        self._repair.clear()
         self._grown += self.pending
         self.pending = 0
         self._unsaved.clear()
@@ -224,6 +281,12 @@ class PartitionStore:
             self._grown = 0
             self._evict()
         self.flushed_at = time.monotonic()
+
+    def write_restored(self, entries: Entries, meta: StoreMeta) -> None:
+        """Write entries read from the changelog and the meta they bring, in one batch."""
+        self._write(entries, meta)
+        if not meta.restoring:
+            self.covers, self.changelog_offset = meta.next_offset, meta.changelog_offset
 
     def meta(self) -> StoreMeta | None:
         """The meta entry on disk (StoreFormatError if it does not decode)."""
@@ -255,40 +318,6 @@ class PartitionStore:
             if self.pending >= limit:
                 break
         return index
-
-    def restore_fold(self, run_key: RunKey, contributions: list[Contribution]) -> RunFold:
-        """A fold here holding these contributions (a checkpoint's): folded in memory, its
-        entries and totals written straight to disk, without an offset (the caller's flush
-        names one), and the fold resumed from them."""
-        folded = RunFold.restore(run_key, contributions)
-        latest = self._map(LatestMap, run_prefix(LATEST, run_key), len(folded))
-        samples = self._map(SampleMap, run_prefix(SAMPLES, run_key), None)
-        batch = WriteBatch(raw_mode=True)
-        for item in folded.contributions():
-            batch.put(latest.store_key(item.key), encode_contribution(item))
-            if len(batch) >= _RESTORE_BATCH:
-                self._db.write(batch)
-                batch = WriteBatch(raw_mode=True)
-        for sample_id, sample in folded.per_sample().items():
-            batch.put(samples.store_key(sample_id), encode_sample(sample))
-        state = folded.state()
-        if len(folded):
-            batch.put(totals_key(run_key), encode_totals(state, len(folded)))
-        self._db.write(batch)
-        return RunFold.resume(run_key, state, latest, samples.emptied(), samples)
-
-    def runs(self) -> Iterator[tuple[RunKey, list[Contribution]]]:
-        """Each run's latest contributions as last flushed, read from a snapshot taken now."""
-        snapshot = self._db.snapshot()
-
-        def read() -> Iterator[tuple[RunKey, list[Contribution]]]:
-            for key, _ in _prefixed(snapshot.iter(), TOTALS):
-                run_key = run_of_totals(key)
-                prefix = run_prefix(LATEST, run_key)
-                items = _prefixed(snapshot.iter(), prefix)
-                yield run_key, [decode_contribution(raw) for _, raw in items]
-
-        return read()
 
     def close(self) -> None:
         """Release the database (a scratch copy is removed)."""

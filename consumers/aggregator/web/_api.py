@@ -119,12 +119,45 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
     """The starlette application serving `source`, behind a bearer token when one is given."""
     samples = SampleCache(source.run_records)
     reads = ReadPool()
+    middleware = [Middleware(SecurityHeaders)]
+    if token is not None:
+        middleware.append(Middleware(_BearerToken, token=token))
+    return Starlette(
+        routes=[*_Api(source, samples, reads).routes(), *page_routes(source, samples, reads)],
+        middleware=middleware,
+        exception_handlers={
+            HTTPException: _http_error,
+            BadRequestError: _bad_request,
+            NotServedError: _not_served,
+        },
+    )
 
-    def list_runs(request: Request) -> Response:
+
+class _Api:
+    """The JSON routes (and /healthz, /metrics), reading from `source` and `samples`."""
+
+    def __init__(self, source: SummarySource, samples: SampleCache, reads: ReadPool) -> None:
+        self._source = source
+        self._samples = samples
+        self._reads = reads
+        self._samples_route = reads.route(self.get_samples)
+
+    def routes(self) -> list[Route]:
+        """Its routes, those that read the log on the read pool."""
+        return [
+            Route("/runs", self.list_runs, methods=["GET"]),
+            Route("/runs/{rest:path}", self.get_run, methods=["GET"]),
+            Route("/compare", self._reads.route(self.compare), methods=["GET"]),
+            Route("/healthz", self.healthz, methods=["GET"]),
+            Route("/metrics", self.metrics, methods=["GET"]),
+        ]
+
+    def list_runs(self, request: Request) -> Response:
+        """A page of summaries, filtered, with the total and the next page in headers."""
         filters, limit = _list_params(request)
         cursor = request.query_params.get("cursor")
         after = _after(cursor) if cursor is not None else None
-        found = source.page(where=RunFilter(**filters), after=after, limit=limit)
+        found = self._source.page(where=RunFilter(**filters), after=after, limit=limit)
         headers = {"X-Total-Count": str(found.total)}
         if found.next_after is not None:
             following = cursor_of(found.next_after)
@@ -139,61 +172,43 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             body = _SUMMARIES.dump_json(found.summaries)
         return Response(body, media_type="application/json", headers=headers)
 
-    def get_summary(request: Request) -> Response:
+    async def get_run(self, request: Request) -> Response:
+        """A run's summary, or (under `/samples`) its per-sample view."""
+        _, view = run_route(request.scope["raw_path"])
+        if view is None:
+            return await run_in_threadpool(self.get_summary, request)
+        return await self._samples_route(request)
+
+    def get_summary(self, request: Request) -> Response:
+        """A run's summary (marked stale while its partition restores)."""
         run_key, _ = run_route(request.scope["raw_path"])
-        found = served(source, run_key)
+        found = served(self._source, run_key)
         assert found.summary is not None
         return Response(
             summary_json(found.summary, stale=found.stale), media_type="application/json"
         )
 
-    def get_samples(request: Request, stop: threading.Event) -> Response:
+    def get_samples(self, request: Request, stop: threading.Event) -> Response:
+        """A run's per-sample view, read from its partition."""
         run_key, _ = run_route(request.scope["raw_path"])
-        summary = served_summary(source, run_key)
-        return JSONResponse(read_samples(samples, summary, stop).as_json())
+        summary = served_summary(self._source, run_key)
+        return JSONResponse(read_samples(self._samples, summary, stop).as_json())
 
-    samples_route = reads.route(get_samples)
-
-    async def get_run(request: Request) -> Response:
-        _, view = run_route(request.scope["raw_path"])
-        if view is None:
-            return await run_in_threadpool(get_summary, request)
-        return await samples_route(request)
-
-    def compare(request: Request, stop: threading.Event) -> Response:
-        a, b = compare_keys(request.scope["query_string"])
-        views = [read_samples(samples, served_summary(source, key), stop) for key in (a, b)]
+    def compare(self, request: Request, stop: threading.Event) -> Response:
+        """Two runs of one benchmark, sample by sample."""
+        keys = compare_keys(request.scope["query_string"])
+        views = [read_samples(self._samples, served_summary(self._source, k), stop) for k in keys]
         return JSONResponse(Comparison.of(*views).as_json())
 
-    async def healthz(request: Request) -> Response:
-        # On the event loop: never queued behind routes that wait for threads or the log.
-        health = source.health()
+    async def healthz(self, request: Request) -> Response:
+        """Readiness; on the event loop: never queued behind routes that wait for threads."""
+        health = self._source.health()
         return JSONResponse(health.as_json(), status_code=200 if health.ready else 503)
 
-    def metrics(request: Request) -> Response:
-        body, content_type = source.exposition()
+    def metrics(self, request: Request) -> Response:
+        """The Prometheus exposition."""
+        body, content_type = self._source.exposition()
         return Response(body, headers={"Content-Type": content_type})
-
-    routes = [
-        Route("/runs", list_runs, methods=["GET"]),
-        Route("/runs/{rest:path}", get_run, methods=["GET"]),
-        Route("/compare", reads.route(compare), methods=["GET"]),
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-        *page_routes(source, samples, reads),
-    ]
-    middleware = [Middleware(SecurityHeaders)]
-    if token is not None:
-        middleware.append(Middleware(_BearerToken, token=token))
-    return Starlette(
-        routes=routes,
-        middleware=middleware,
-        exception_handlers={
-            HTTPException: _http_error,
-            BadRequestError: _bad_request,
-            NotServedError: _not_served,
-        },
-    )
 
 
 def _list_params(request: Request) -> tuple[dict[str, str], int]:

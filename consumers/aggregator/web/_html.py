@@ -197,9 +197,11 @@ def runs_part(
     models: Sequence[str],
     query: str,
     stale: frozenset[RunKey] = frozenset(),
+    restoring: str = "",
 ) -> str:
     """The runs table, newest first, and the filters' choices (for the script); runs in
-    `stale` are the summaries topic's, shown with a badge until the aggregator caught up."""
+    `stale` are the summaries topic's, shown with a badge until the aggregator caught up
+    (`restoring` says which partitions restore their state and how far)."""
     rows = ""
     for s in summaries:
         rows += _summary_row(s, views.get(s.run_key), stale=s.run_key in stale)
@@ -209,7 +211,8 @@ def runs_part(
     return (
         f"<section class=\"runs\" data-benchmarks='{escape(json.dumps(list(benchmarks)))}' "
         f"data-models='{escape(json.dumps(list(models)))}'>"
-        f'<p class="meta">{len(summaries)} runs, newest first · {_json_link(listing)}</p>'
+        f'<p class="meta">{len(summaries)} runs, newest first · {_json_link(listing)}'
+        f"{' · ' + escape(restoring) if restoring else ''}</p>"
         f'<table class="runs">{_HEAD}<tbody>{rows}</tbody></table></section>'
     )
 

@@ -11,6 +11,7 @@ come from the objects the JSON routes serialise. Nothing is fetched from elsewhe
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from importlib import resources
@@ -44,6 +45,7 @@ _STATIC = {"page.js": "text/javascript", "page.css": "text/css"}
 _NO_STORE = {"Cache-Control": "no-store"}
 
 
+@functools.cache
 def _static_files() -> dict[str, bytes]:
     folder = resources.files("resultlog.consumers.aggregator.web") / "static"
     return {name: (folder / name).read_bytes() for name in _STATIC}
@@ -51,40 +53,69 @@ def _static_files() -> dict[str, bytes]:
 
 def page_routes(source: SummarySource, samples: SampleCache, reads: ReadPool) -> list[Route]:
     """The routes of the runs page, reading from `source` and `samples` (through `reads`)."""
+    parts = _Parts(source, samples)
+    return [
+        Route("/", _runs_shell, methods=["GET"]),
+        Route("/page/run/{rest:path}", _run_shell, methods=["GET"]),
+        Route("/page/compare", _compare_shell, methods=["GET"]),
+        Route("/static/{name}", _static, methods=["GET"]),
+        Route("/parts/runs", reads.route(parts.runs), methods=["GET"]),
+        Route("/parts/run/{rest:path}", reads.route(parts.run), methods=["GET"]),
+        Route("/parts/compare", reads.route(parts.compare), methods=["GET"]),
+    ]
+
+
+# -- the shells and static files: no data, no token -----------------------------------------
+
+
+def _runs_shell(request: Request) -> Response:
+    shell = _html.shell("runs", "/parts/runs", every_ms=_RUNS_EVERY_MS, filters=True)
+    return HTMLResponse(shell)
+
+
+def _run_shell(request: Request) -> Response:
+    run_key = _run_of(request, b"/page/run/")
+    part = "/parts/run/" + _html.run_path(run_key)
+    names = (run_key.run_id, run_key.benchmark_id, run_key.model)
+    heading = _html.names(*names)
+    return HTMLResponse(
+        _html.shell(" · ".join(names), part, every_ms=_RUN_EVERY_MS, heading=heading)
+    )
+
+
+def _compare_shell(request: Request) -> Response:
+    query = request.scope["query_string"]
+    a, b = compare_keys(query)
+    part = "/parts/compare?" + query.decode("latin-1")
+    title = f"{a.benchmark_id}: {a.run_id} against {b.run_id}"
+    benchmark, run_a, run_b = map(_html.names, (a.benchmark_id, a.run_id, b.run_id))
+    heading = f"{benchmark}: {run_a} against {run_b}"
+    return HTMLResponse(_html.shell(title, part, every_ms=_RUN_EVERY_MS, heading=heading))
+
+
+def _static(request: Request) -> Response:
+    name = request.path_params["name"]
     files = _static_files()
+    if name not in files:
+        return Response(status_code=404)
+    return Response(files[name], media_type=_STATIC[name])
 
-    def runs_shell(request: Request) -> Response:
-        shell = _html.shell("runs", "/parts/runs", every_ms=_RUNS_EVERY_MS, filters=True)
-        return HTMLResponse(shell)
 
-    def run_shell(request: Request) -> Response:
-        run_key = _run_of(request, b"/page/run/")
-        part = "/parts/run/" + _html.run_path(run_key)
-        parts = (run_key.run_id, run_key.benchmark_id, run_key.model)
-        heading = _html.names(*parts)
-        return HTMLResponse(
-            _html.shell(" · ".join(parts), part, every_ms=_RUN_EVERY_MS, heading=heading)
-        )
+# -- the parts the shells poll: data, behind the token ---------------------------------------
 
-    def compare_shell(request: Request) -> Response:
-        query = request.scope["query_string"]
-        a, b = compare_keys(query)
-        part = "/parts/compare?" + query.decode("latin-1")
-        title = f"{a.benchmark_id}: {a.run_id} against {b.run_id}"
-        benchmark, run_a, run_b = map(_html.names, (a.benchmark_id, a.run_id, b.run_id))
-        heading = f"{benchmark}: {run_a} against {run_b}"
-        return HTMLResponse(_html.shell(title, part, every_ms=_RUN_EVERY_MS, heading=heading))
 
-    def static(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in files:
-            return Response(status_code=404)
-        return Response(files[name], media_type=_STATIC[name])
+class _Parts:
+    """The parts of the page, read from `source` and `samples` (each on the read pool)."""
 
-    def runs_part(request: Request, stop: threading.Event) -> Response:
+    def __init__(self, source: SummarySource, samples: SampleCache) -> None:
+        self._source = source
+        self._samples = samples
+
+    def runs(self, request: Request, stop: threading.Event) -> Response:
+        """The runs table, filtered by benchmark and model, newest first."""
         benchmark = request.query_params.get("benchmark") or None
         model = request.query_params.get("model") or None
-        found = source.page()
+        found = self._source.page()
         everything = found.summaries
         chosen = [
             s
@@ -94,45 +125,37 @@ def page_routes(source: SummarySource, samples: SampleCache, reads: ReadPool) ->
         ]
         chosen.sort(key=_newest_first)
         chosen = chosen[:MAX_RUNS_SHOWN]
-        query = request.scope["query_string"].decode("latin-1")
         body = _html.runs_part(
             chosen,
-            _views(samples, chosen, stop),
+            _views(self._samples, chosen, stop),
             benchmarks=sorted({s.benchmark_id for s in everything}),
             models=sorted({s.model for s in everything}),
-            query=query,
+            query=request.scope["query_string"].decode("latin-1"),
             stale=found.stale,
+            restoring=self._source.health().restoring_text(),
         )
         return HTMLResponse(body, headers=_NO_STORE)
 
-    def run_part(request: Request, stop: threading.Event) -> Response:
+    def run(self, request: Request, stop: threading.Event) -> Response:
+        """One run: its summary, samples, and the other runs of its benchmark."""
         run_key = _run_of(request, b"/parts/run/")
-        summary = served_summary(source, run_key)
-        view = read_samples(samples, summary, stop)
+        summary = served_summary(self._source, run_key)
+        view = read_samples(self._samples, summary, stop)
+        same_benchmark = self._source.page(where=RunFilter(benchmark=run_key.benchmark_id))
         others = [
-            RunKey(s.run_id, s.benchmark_id, s.model)
-            for s in source.page(where=RunFilter(benchmark=run_key.benchmark_id)).summaries
+            key
+            for s in same_benchmark.summaries
+            if (key := RunKey(s.run_id, s.benchmark_id, s.model)) != run_key
         ]
-        others = [key for key in others if key != run_key]
         return HTMLResponse(_html.run_part(summary, view, others), headers=_NO_STORE)
 
-    def compare_part(request: Request, stop: threading.Event) -> Response:
+    def compare(self, request: Request, stop: threading.Event) -> Response:
+        """Two runs of one benchmark, sample by sample."""
         query = request.scope["query_string"]
         keys = compare_keys(query)
-        views = [read_samples(samples, served_summary(source, k), stop) for k in keys]
-        comparison = Comparison.of(*views)
-        body = _html.compare_part(comparison, query.decode("latin-1"))
+        views = [read_samples(self._samples, served_summary(self._source, k), stop) for k in keys]
+        body = _html.compare_part(Comparison.of(*views), query.decode("latin-1"))
         return HTMLResponse(body, headers=_NO_STORE)
-
-    return [
-        Route("/", runs_shell, methods=["GET"]),
-        Route("/page/run/{rest:path}", run_shell, methods=["GET"]),
-        Route("/page/compare", compare_shell, methods=["GET"]),
-        Route("/static/{name}", static, methods=["GET"]),
-        Route("/parts/runs", reads.route(runs_part), methods=["GET"]),
-        Route("/parts/run/{rest:path}", reads.route(run_part), methods=["GET"]),
-        Route("/parts/compare", reads.route(compare_part), methods=["GET"]),
-    ]
 
 
 def _run_of(request: Request, prefix: bytes) -> RunKey:

@@ -1,0 +1,202 @@
+"""Opening an assigned partition's state store: trusted only if it is provably this log's,
+brought up to date from its changelog (or filled from the changelog on a new machine), else
+emptied to be rebuilt (see `store`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from resultlog.consumers.aggregator._changelog import KafkaChangelog
+from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator.store import (
+    ChangelogError,
+    LogIdentity,
+    Opened,
+    Refused,
+    check_meta,
+    destroy,
+    open_store,
+    restore_changelog,
+)
+from resultlog.consumers.errors import ConsumerError
+from resultlog.kafka import KafkaClientError, KafkaConnection, TopicLayoutError
+
+__all__ = ["Cancelled", "Progress", "StoreOpener"]
+
+Progress = Callable[[int, int], None]  # changelog records read, and to read in all
+
+
+class Cancelled(ConsumerError):  # noqa: N818 - a signal, not an error
+    """The partition was revoked while its store was being restored."""
+
+
+log = logging.getLogger(__name__)
+
+
+class StoreOpener:
+    """Opens the state stores of newly assigned partitions under one state directory."""
+
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        metrics: AggregatorMetrics,
+        partitions: int,
+        *,
+        root: Path,
+        max_age_ms: int,
+    ) -> None:
+        self._kafka = kafka
+        self._metrics = metrics
+        self._partitions = partitions
+        self._root = root
+        self._max_age_ms = max_age_ms
+        self._cache_keys = kafka.settings.aggregator_cache_keys
+        self._memory_bytes = kafka.settings.aggregator_store_memory_mb << 20
+        self.changelog = _changelog(kafka)
+
+    def open(
+        self,
+        partition: int,
+        limits: tuple[int, int | None],
+        share: int = 1,
+        progress: Progress | None = None,
+    ) -> tuple[Opened, LogIdentity | None]:
+        """A partition's store, with its folds if usable, emptied (and said) otherwise, and
+        the log it was checked against (None: unknown); `share`: stores opened together,
+        which share the cache; `progress` hears how far the changelog is read."""
+        identity = self._identify()
+        cache_keys = max(1, self._cache_keys // share)
+        found = open_store(
+            self._root,
+            identity or LogIdentity("", self._kafka.results_topic, "", self._partitions),
+            partition,
+            limits,
+            max_age_ms=self._max_age_ms,
+            cache_keys=cache_keys,
+            memory_bytes=self._memory_bytes,
+        )
+        if identity is None:
+            found = Opened(found.store, None, {}, found.refused)
+            self._ignored(partition, "unidentified", "the results topic's ID is unknown")
+        else:
+            local = found.refused  # said even when the changelog restores the store
+            if local is not None and local.reason != "missing":
+                self._ignored(partition, local.reason, local.detail)
+            found = self._restored(found, identity, limits, cache_keys, progress)
+            if found.refused is not None and found.refused is not local:
+                self._ignored(partition, found.refused.reason, found.refused.detail)
+            elif found.refused is None:
+                self._metrics.states_restored.inc()
+                log.info(
+                    "resumed %s[%d] from %s: %d runs up to offset %s",
+                    self._kafka.results_topic, partition, found.store.path,
+                    len(found.folds), found.next_offset,
+                )  # fmt: skip
+        found.store.identity = identity  # None: never saved as restorable
+        found.store.changelog = self.changelog if identity is not None else None
+        return found, identity
+
+    def _restored(
+        self,
+        found: Opened,
+        identity: LogIdentity,
+        limits: tuple[int, int | None],
+        cache_keys: int,
+        progress: Progress | None = None,
+    ) -> Opened:
+        """The store brought up to date from the changelog (from the offset it holds, or from
+        the start when it holds nothing), its folds; emptied if the changelog is refused."""
+        changelog, store = self.changelog, found.store
+        if changelog is None:
+            return found
+        partition = store.partition
+        try:
+            low, high = changelog.bounds(partition)
+            meta = found.meta
+            if meta is not None and (
+                meta.changelog_id != changelog.topic_id or not low <= meta.changelog_offset <= high
+            ):
+                if found.next_offset is not None:  # a good store its changelog lost: rewrite it
+                    log.warning("%s[%d] does not back %s: rewriting it", changelog.topic,
+                                partition, store.path)  # fmt: skip
+                    changelog.clear(partition, high)
+                    store.republish()
+                    return found
+                store, meta = destroy(store, cache_keys, self._memory_bytes), None
+            start = low if meta is None else meta.changelog_offset
+            told = None if progress is None else _told(progress, start, high)
+            if told is not None:
+                told(start)
+            started = time.monotonic()
+            try:
+                refused = restore_changelog(
+                    store, lambda a, b: changelog.read(partition, a, b), (start, high), identity,
+                    told,
+                )  # fmt: skip
+            except Cancelled:
+                store.close()  # what it wrote says `restoring`: the next assignment goes on
+                raise
+            if high > start:
+                log.info("read %s[%d] from offset %d to %d in %.1fs", changelog.topic, partition,
+                         start, high, time.monotonic() - started)  # fmt: skip
+            if refused is None:
+                if start == high and found.next_offset is not None:
+                    return found  # nothing new on the changelog: the folds stand
+                refused = check_meta(store.meta(), identity, partition, limits, self._max_age_ms)
+            if refused is None:
+                saved = store.meta()
+                assert saved is not None  # checked above
+                return Opened(store, saved.next_offset, store.folds(), None, saved)
+            if refused.reason == "missing":
+                return Opened(store, None, {}, refused)
+            changelog.clear(partition, high)
+        except ChangelogError as exc:
+            refused = Refused("changelog", str(exc))
+        return Opened(destroy(store, cache_keys, self._memory_bytes), None, {}, refused)
+
+    def _identify(self) -> LogIdentity | None:
+        topic = self._kafka.results_topic
+        try:
+            cluster_id, topic_id = self._kafka.topic_identity(topic)
+        except KafkaClientError as exc:
+            log.warning("cannot tell which log %s is (%s): its state is rebuilt", topic, exc)
+            return None
+        return LogIdentity(cluster_id, topic, topic_id, self._partitions)
+
+    def _ignored(self, partition: int, reason: str, detail: str) -> None:
+        self._metrics.states_ignored.labels(reason=reason).inc()
+        # A partition never saved here (a first start) is no fault: no warning for it.
+        level = logging.INFO if reason == "missing" else logging.WARNING
+        log.log(
+            level,
+            "ignoring the saved state of %s[%d] in %s (%s): %s",
+            self._kafka.results_topic, partition, self._root, reason, detail,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        """Release the changelog's clients."""
+        if self.changelog is not None:
+            self.changelog.close()
+
+
+def _changelog(kafka: KafkaConnection) -> KafkaChangelog | None:
+    """The changelog topic's writer and reader; None (said once) if the topic is missing."""
+    try:
+        kafka.partition_count(kafka.settings.changelog_topic)  # another layout: refused
+        return KafkaChangelog(kafka)
+    except TopicLayoutError:
+        raise
+    except KafkaClientError as exc:
+        log.warning(
+            "no changelog (%s): state is kept on this machine only; run `resultlog topics create`",
+            exc,
+        )
+        return None
+
+
+def _told(progress: Progress, start: int, end: int) -> Callable[[int], None]:
+    """A restore's offset progress as records read of records to read."""
+    return lambda offset: progress(offset - start, end - start)

@@ -1,0 +1,228 @@
+"""A store restored from its changelog equals the in-memory fold bit for bit: after a writer
+killed at any point of a flush, on the same machine or a new one, with the changelog fully
+compacted; or the changelog is refused and the partition rebuilt, never trusted wrongly."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from resultlog.consumers import RunFold
+from resultlog.consumers.aggregator.store import (
+    MARKER_KEY,
+    ChangelogRecord,
+    Entries,
+    LogIdentity,
+    Opened,
+    PartitionStore,
+    check_meta,
+    destroy,
+    open_store,
+    restore_changelog,
+)
+from resultlog.consumers.aggregator.store._files import OPEN_PATHS
+from resultlog.schemas import RunKey, SampleResult
+from tests.consumers.test_state_store import DAY_MS, IDENTITY, RUNS
+from tests.support.records import make_record
+from tests.support.strategies import extreme_records
+
+# One step: remove (or apply) a record in run 0 or 1, then maybe flush or be killed mid-flush
+# (after `reached` records of it reached the changelog) and restart on this machine or another.
+_steps = st.tuples(
+    st.booleans(),
+    extreme_records(),
+    st.integers(0, 1),
+    st.sampled_from(["none", "none", "none", "flush", "kill", "new_machine"]),
+    st.integers(0, 6),
+)
+
+
+class _Killed(BaseException):
+    """The writer died mid-flush."""
+
+
+class ListChangelog:
+    """A changelog partition in a list; `die_after` kills the next write after that many."""
+
+    topic_id = "changelog-1"
+
+    def __init__(self) -> None:
+        self.records: list[ChangelogRecord] = []
+        self.die_after: int | None = None
+        self.end = 0  # the next offset: compaction never moves it
+
+    def write(self, partition: int, entries: Entries, marker: bytes) -> int:
+        for key, value in [*entries, (MARKER_KEY, marker)]:
+            if self.die_after is not None and self.die_after <= 0:
+                self.die_after = None
+                raise _Killed
+            if self.die_after is not None:
+                self.die_after -= 1
+            self.records.append(ChangelogRecord(self.end, key, value))
+            self.end += 1
+        return self.end
+
+    def read(self, start: int, end: int) -> list[ChangelogRecord]:
+        return [r for r in self.records if start <= r.offset < end]
+
+    def compact(self) -> None:
+        """Keep each key's last record only, as a full compaction does (offsets stay)."""
+        last = {r.key: r.offset for r in self.records}
+        self.records = [r for r in self.records if last[r.key] == r.offset]
+
+
+def _open(root: Path, end: int, cache_keys: int, changelog: ListChangelog) -> Opened:
+    opened = open_store(root, IDENTITY, 0, (0, end), max_age_ms=DAY_MS, cache_keys=cache_keys)
+    opened.store.identity = IDENTITY
+    opened.store.changelog = changelog
+    return opened
+
+
+def _killed(store: PartitionStore) -> None:
+    """The process holding the store is gone, its unflushed writes with it."""
+    store._db.close()
+    OPEN_PATHS.discard(store.path)
+
+
+def _restart(
+    root: Path, end: int, cache_keys: int, changelog: ListChangelog
+) -> tuple[PartitionStore, dict[RunKey, RunFold], int]:
+    """What an aggregator does on assignment: its store, brought up to date from the
+    changelog; the folds and the results offset to read on from (0: rebuilt)."""
+    opened = _open(root, end, cache_keys, changelog)
+    store = opened.store
+    start = 0 if opened.meta is None else opened.meta.changelog_offset
+    refused = restore_changelog(store, changelog.read, (start, changelog.end), IDENTITY)
+    if refused is None:
+        refused = check_meta(store.meta(), IDENTITY, 0, (0, end), DAY_MS)
+    if refused is not None:  # rebuilt from the results, the changelog emptied
+        assert refused.reason in {"missing", "lost"}, refused
+        changelog.records.clear()  # tombstoned: nothing of it is restored again
+        store = destroy(store, cache_keys)
+        store.identity, store.changelog = IDENTITY, changelog
+        return store, {}, 0
+    meta = store.meta()
+    assert meta is not None
+    return store, store.folds(), meta.next_offset
+
+
+def _apply(fold: RunFold, remove: bool, record: SampleResult) -> None:
+    if remove:
+        fold.remove(record.sample_index, record.epoch)
+    else:
+        fold.apply(record)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_steps, min_size=1, max_size=40), st.integers(1, 5))
+def test_a_store_restored_from_its_changelog_equals_the_in_memory_fold(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[tuple[bool, SampleResult, int, str, int]],
+    cache_keys: int,
+) -> None:
+    changelog = ListChangelog()
+    root = tmp_path_factory.mktemp("machine") / "state"
+    store = _open(root, 0, cache_keys, changelog).store
+    memory = {run_key: RunFold(run_key) for run_key in RUNS}
+    disk = {run_key: store.new_fold(run_key) for run_key in RUNS}
+    history: list[tuple[bool, SampleResult, int]] = []
+    for remove, drawn, which, then, reached in steps:
+        run_key = RUNS[which]
+        record = drawn.model_copy(update={"run_id": run_key.run_id})
+        history.append((remove, record, which))
+        for fold in (memory[run_key], disk[run_key]):
+            _apply(fold, remove, record)
+        store.touched(disk[run_key])
+        if then in {"kill", "new_machine"}:
+            changelog.die_after = reached
+            with contextlib.suppress(_Killed):
+                store.flush(len(history))
+            changelog.die_after = None
+            _killed(store)
+            if then == "new_machine":
+                changelog.compact()
+                root = tmp_path_factory.mktemp("machine") / "state"
+            store, folds, start = _restart(root, len(history), cache_keys, changelog)
+            disk = {k: folds.get(k) or store.new_fold(k) for k in RUNS}
+            for again, item, index in history[start:]:  # the results tail, read again
+                _apply(disk[RUNS[index]], again, item)
+                store.touched(disk[RUNS[index]])
+        elif then == "flush" or store.full:
+            store.flush(len(history))
+        for key in RUNS:
+            assert len(disk[key]) == len(memory[key])
+            assert disk[key].summary().model_dump_json() == memory[key].summary().model_dump_json()
+    store.close()
+
+
+def test_a_new_machine_restores_a_compacted_changelog_and_reads_nothing_again(
+    tmp_path: Path,
+) -> None:
+    changelog = ListChangelog()
+    store = _open(tmp_path / "a", 0, 100, changelog).store
+    fold, memory = store.new_fold(RUNS[0]), RunFold(RUNS[0])
+    for offset, index in enumerate([0, 1, 2, 1, 0, 3]):
+        record = make_record(index, 0, run_key=RUNS[0], value="CI"[offset % 2])
+        fold.apply(record)
+        memory.apply(record)
+        store.touched(fold)
+        store.flush(offset + 1)
+    store.close()
+    written = len(changelog.records)
+    changelog.compact()
+    assert len(changelog.records) < written
+    restored, folds, start = _restart(tmp_path / "b", 6, 100, changelog)
+    assert start == 6
+    assert folds[RUNS[0]].summary() == memory.summary()
+    restored.close()
+
+
+def test_a_changelog_of_another_log_is_refused(tmp_path: Path) -> None:
+    changelog = ListChangelog()
+    store = _open(tmp_path / "a", 0, 100, changelog).store
+    store.identity = LogIdentity("cluster-a", "results", "topic-id-0", 3)  # before a re-create
+    fold = store.new_fold(RUNS[0])
+    fold.apply(make_record(0, 0, run_key=RUNS[0]))
+    store.touched(fold)
+    store.flush(1)
+    store.close()
+    fresh = _open(tmp_path / "b", 1, 100, changelog).store
+    refused = restore_changelog(fresh, changelog.read, (0, changelog.end), IDENTITY)
+    assert refused is not None and refused.reason == "foreign_topic"
+    fresh.close()
+
+
+def test_a_restore_cut_short_is_finished_by_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("resultlog.consumers.aggregator.store._restore._BATCH", 2)
+    changelog = ListChangelog()
+    store = _open(tmp_path / "a", 0, 100, changelog).store
+    fold, memory = store.new_fold(RUNS[0]), RunFold(RUNS[0])
+    for offset in range(6):
+        record = make_record(offset, 0, run_key=RUNS[0])
+        fold.apply(record)
+        memory.apply(record)
+        store.touched(fold)
+        store.flush(offset + 1)
+    store.close()
+
+    def killed(_offset: int) -> None:
+        raise _Killed
+
+    fresh = _open(tmp_path / "b", 6, 100, changelog).store
+    with contextlib.suppress(_Killed):
+        restore_changelog(fresh, changelog.read, (0, changelog.end), IDENTITY, killed)
+    _killed(fresh)
+    cut = _open(tmp_path / "b", 6, 100, changelog)
+    assert cut.meta is not None and cut.meta.restoring and cut.next_offset is None
+    assert check_meta(cut.meta, IDENTITY, 0, (0, 6), DAY_MS) is not None  # never served
+    cut.store.close()
+    restored, folds, start = _restart(tmp_path / "b", 6, 100, changelog)
+    assert start == 6
+    assert folds[RUNS[0]].summary() == memory.summary()
+    restored.close()
