@@ -13,7 +13,7 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from resultlog.consumers import LoadedViews, ResumeState, RunFold, RunLease, RunRecords
+from resultlog.consumers import LoadedViews, ResumeState, RunFold, RunRecords
 from resultlog.consumers.fold import Contribution
 from resultlog.producer._budget import Admission, AdmissionFactory, Budget
 from resultlog.producer._config import RunConfig, check_config, run_config
@@ -40,6 +40,7 @@ from resultlog.producer._schedule import (
 from resultlog.producer.context import SampleContext, sample_scope
 from resultlog.producer.datasets import Benchmark, Sample
 from resultlog.producer.errors import ModelError, ProducerError, SolverError, UnansweredError
+from resultlog.producer.lease import RunLease
 from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
 from resultlog.producer.store import NoopResultStore, ResultStore
 from resultlog.schemas import (

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 
-from resultlog.consumers import purge_run
 from resultlog.consumers.aggregator import Aggregator
 from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
@@ -27,6 +26,7 @@ from resultlog.consumers.aggregator.checkpoint._codec import (
     header_key,
 )
 from resultlog.kafka import KafkaConnection
+from resultlog.producer import purge_run
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.support.aggregator import held, metric, started
