@@ -1,4 +1,4 @@
-"""Readers of the log: the fold, resume, replay, purge, summaries and the aggregator service.
+"""Readers of the log: the fold, resume, replay, summaries and the aggregator service.
 
 Each name's module is imported when the name is first used: the aggregator (with its HTTP
 API, prometheus_client, starlette and uvicorn) only by a reader of `Aggregator`.
@@ -25,24 +25,6 @@ if TYPE_CHECKING:
     from resultlog.consumers.errors import ConsumerError
     from resultlog.consumers.fold import RunFold, fold_records
     from resultlog.consumers.history import KeyHistory, read_key_histories
-    from resultlog.consumers.lease import (
-        Lease,
-        LeaseError,
-        LeaseHeldError,
-        LeaseLostError,
-        RunLease,
-        claim_lease,
-        fence_lease,
-        live_leases,
-    )
-    from resultlog.consumers.purge import (
-        PurgeError,
-        PurgeLeasedError,
-        PurgePlan,
-        execute_purge,
-        plan_purge,
-        purge_run,
-    )
     from resultlog.consumers.replay import (
         PublishReport,
         ReplayResult,
@@ -68,31 +50,17 @@ __all__ = [
     "Aggregator",
     "ConsumerError",
     "KeyHistory",
-    "Lease",
-    "LeaseError",
-    "LeaseHeldError",
-    "LeaseLostError",
     "LoadedViews",
     "PublishReport",
-    "PurgeError",
-    "PurgeLeasedError",
-    "PurgePlan",
     "ReplayResult",
     "ResumeState",
     "RunFold",
-    "RunLease",
     "RunRecords",
     "RunStatus",
     "SummaryPublisher",
-    "claim_lease",
-    "execute_purge",
-    "fence_lease",
     "fold_path",
     "fold_records",
-    "live_leases",
-    "plan_purge",
     "publish_replayed",
-    "purge_run",
     "read_key_histories",
     "read_run_records",
     "read_run_views",

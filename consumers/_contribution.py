@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Final, Generic, NamedTuple, TypeVar
 
 from resultlog.schemas import FoldPrefix, FoldView, SampleResult, ScoreValue
@@ -33,8 +32,6 @@ __all__ = [
 
 _EXP = 1074
 ONE: Final = 1 << _EXP  # 1.0 as an exact scaled integer
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MILLISECOND = timedelta(milliseconds=1)
 _POOL_SIZE = 1 << 16
 
 _T = TypeVar("_T")
@@ -254,9 +251,7 @@ class Contribution:
             record.spent,
             record.generation_time_ms or 0,
             shape_of(record.epochs, record.dataset_size, record.selected_samples),
-            record.created_at_ms
-            if isinstance(record, FoldView)
-            else (record.created_at - _EPOCH) // _MILLISECOND,
+            record.created_at_ms,
         )
 
     @classmethod

@@ -7,7 +7,6 @@ by fastavro into a `FoldView` (pydantic, the specification), which says why it r
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
@@ -29,22 +28,11 @@ from resultlog.schemas import (
 )
 
 __all__ = [
-    "created_us",
     "decode_contribution",
     "decode_value",
     "decode_view",
     "view_of",
 ]
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def created_us(record: SampleResult | FoldView) -> int:
-    """A record's created_at in microseconds since the epoch (a view's wire milliseconds)."""
-    if isinstance(record, FoldView):
-        return record.created_at_ms * 1000
-    return (record.created_at - _EPOCH) // _MICROSECOND
 
 
 def decode_value(codec: Codec, key: RecordId, value: bytes, at: Location) -> SampleResult:

@@ -154,20 +154,6 @@ class DeadLetterWriter:
             )
         return True
 
-    def send_error(self, error: DecodeError, key: bytes | None, value: bytes | None) -> bool:
-        """Dead-letter the record a located DecodeError describes."""
-        if error.topic is None or error.partition is None or error.offset is None:
-            raise ValueError("the DecodeError must be located (topic, partition, offset)")
-        return self.send(
-            key,
-            value,
-            reason=error.reason,
-            source_topic=error.topic,
-            source_partition=error.partition,
-            source_offset=error.offset,
-            kind=reason_kind(error),
-        )
-
     def poll(self) -> None:
         """Serve delivery reports without waiting."""
         self._producer.poll(0)

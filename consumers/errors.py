@@ -9,4 +9,4 @@ __all__ = ["ConsumerError"]
 
 class ConsumerError(ResultLogError):
     """An error of the consumers layer: reading the log (the broker, a missing topic, a
-    timeout), its leases and purges, the aggregator's state and HTTP API."""
+    timeout), the aggregator's state and HTTP API."""

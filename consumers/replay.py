@@ -50,10 +50,11 @@ class ReplayResult:
 
 def replay_run(kafka: KafkaConnection, run_key: RunKey) -> ReplayResult:
     """Recompute one run key's summary from its partition."""
-    (views, undecodable, reasons), offsets = read_run_views_to(kafka, run_key)
+    loaded, offsets = read_run_views_to(kafka, run_key)
     as_of = AsOf(computed_at=datetime.now(UTC), source="replay", offsets=offsets)
-    result = ReplayResult(records=len(views), undecodable=undecodable, reasons=dict(reasons))
-    result.summaries[run_key] = fold_records(views, run_key, as_of)
+    undecodable, reasons = loaded.undecodable, dict(loaded.reasons)
+    result = ReplayResult(records=len(loaded.records), undecodable=undecodable, reasons=reasons)
+    result.summaries[run_key] = fold_records(loaded.records, run_key, as_of)
     if undecodable:
         result.unreadable.add(run_key)
     return result

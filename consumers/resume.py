@@ -16,7 +16,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from resultlog.consumers._decode import created_us, decode_value, decode_view, view_of
+from resultlog.consumers._decode import decode_value, decode_view, view_of
 from resultlog.consumers._index_check import UnusableIndexError
 from resultlog.consumers._ingest import Ingestor
 from resultlog.consumers._run_read import index_partition, read_run
@@ -43,7 +43,6 @@ __all__ = [
     "ResumeState",
     "RunRecords",
     "RunStatus",
-    "RunViews",
     "latest_run_values",
     "read_run_records",
     "read_run_views",
@@ -118,8 +117,8 @@ def _latest_per_key(records: list[_Decoded]) -> list[_Decoded]:
     for record in records:
         key = (record.sample_index, record.epoch)
         old = latest.get(key)
-        if old is None or (created_us(record), not record.degraded) > (
-            created_us(old),
+        if old is None or (record.created_at_ms, not record.degraded) > (
+            old.created_at_ms,
             not old.degraded,
         ):
             latest[key] = record
@@ -224,14 +223,6 @@ def _decode_one(
         return None
 
 
-class RunViews(NamedTuple):
-    """A run key's latest records as fold views, and how many could not be decoded (by kind)."""
-
-    views: list[FoldView]
-    undecodable: int
-    reasons: Mapping[str, int] = MappingProxyType({})
-
-
 @dataclass(frozen=True, eq=False)
 class LoadedViews:
     """A run key's latest records as fold views; any one of them can be decoded whole.
@@ -258,7 +249,19 @@ def read_run_views(
     samples: range | None = None,
 ) -> LoadedViews:
     """`read_run_records`, decoding only each latest record's fold view (see LoadedViews)."""
-    partition, _, latest = _latest_values_to_end(kafka, run_key, timeout_s)
+    return read_run_views_to(kafka, run_key, timeout_s=timeout_s, samples=samples)[0]
+
+
+def read_run_views_to(
+    kafka: KafkaConnection,
+    run_key: RunKey,
+    *,
+    timeout_s: float = 30.0,
+    samples: range | None = None,
+) -> tuple[LoadedViews, dict[str, int]]:
+    """`read_run_views`, and the offsets read up to ({partition: high watermark}), as a
+    summary's `as_of.offsets` names them."""
+    partition, end, latest = _latest_values_to_end(kafka, run_key, timeout_s)
     views, reasons = _decode_views(kafka, run_key, latest, partition, samples)
     topic, codec = kafka.results_topic, kafka.codec
 
@@ -267,18 +270,8 @@ def read_run_views(
         offset, value = latest[key]
         return decode_value(codec, decode_key(key), value, Location(topic, partition, offset))
 
-    return LoadedViews(views, reasons.total(), MappingProxyType(dict(reasons)), full)
-
-
-def read_run_views_to(
-    kafka: KafkaConnection, run_key: RunKey, *, timeout_s: float = 30.0
-) -> tuple[RunViews, dict[str, int]]:
-    """The fold views of the run key's latest records (only the fields the fold reads are
-    decoded) and the offsets read up to ({partition: high watermark}), as a summary's
-    `as_of.offsets` names them."""
-    partition, end, latest = _latest_values_to_end(kafka, run_key, timeout_s)
-    views, reasons = _decode_views(kafka, run_key, latest, partition)
-    return RunViews(views, reasons.total(), MappingProxyType(dict(reasons))), {str(partition): end}
+    loaded = LoadedViews(views, reasons.total(), MappingProxyType(dict(reasons)), full)
+    return loaded, {str(partition): end}
 
 
 def latest_run_values(

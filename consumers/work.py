@@ -19,7 +19,6 @@ from typing import Literal, NamedTuple
 
 from confluent_kafka import KafkaException, Message
 
-from resultlog.consumers._decode import created_us
 from resultlog.consumers._scan import scan
 from resultlog.consumers.dlq import dead_letter_source
 from resultlog.consumers.errors import ConsumerError
@@ -229,8 +228,8 @@ def _progress(
     ]
     # A degraded record older than the task is no outcome of it: a chunk the budget stopped
     # before retrying it is not done (a clock behind the submitter's errs the same way).
-    submitted_us = round(task.created_at.timestamp() * 1_000_000)  # whole ms on the wire
-    settled = sum(not r.degraded or created_us(r) >= submitted_us for r in mine)
+    submitted_ms = round(task.created_at.timestamp() * 1000)  # whole ms on the wire
+    settled = sum(not r.degraded or r.created_at_ms >= submitted_ms for r in mine)
     expected = (task.end - task.start) * task.epochs
     state: ChunkState
     if dead:

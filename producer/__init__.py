@@ -1,4 +1,5 @@
-"""What a harness worker runs: result stores, request context, model client, runner."""
+"""What a harness worker runs: result stores, request context, model client, runner, and
+the other writers of the log: leases on run keys and purge."""
 
 # This folder is installed as resultlog.producer (pyproject's package-dir); loading it under
 # another name (the repository root on sys.path) would load every module a second time.
@@ -31,7 +32,25 @@ if TYPE_CHECKING:
         SolverError,
         UnansweredError,
     )
+    from resultlog.producer.lease import (
+        Lease,
+        LeaseError,
+        LeaseHeldError,
+        LeaseLostError,
+        RunLease,
+        claim_lease,
+        fence_lease,
+        live_leases,
+    )
     from resultlog.producer.model_client import Completion, ModelClient
+    from resultlog.producer.purge import (
+        PurgeError,
+        PurgeLeasedError,
+        PurgePlan,
+        execute_purge,
+        plan_purge,
+        purge_run,
+    )
     from resultlog.producer.runner import Progress, RunResult, Solver, model_solver, run_benchmark
     from resultlog.producer.store import KafkaResultStore, NoopResultStore, ResultStore
 
@@ -41,14 +60,22 @@ __all__ = [
     "Completion",
     "ConfigChangedError",
     "KafkaResultStore",
+    "Lease",
+    "LeaseError",
+    "LeaseHeldError",
+    "LeaseLostError",
     "ModelClient",
     "ModelError",
     "NoopResultStore",
     "PersistenceError",
     "ProducerError",
     "Progress",
+    "PurgeError",
+    "PurgeLeasedError",
+    "PurgePlan",
     "ResultStore",
     "RunConfig",
+    "RunLease",
     "RunResult",
     "Sample",
     "SampleContext",
@@ -58,9 +85,15 @@ __all__ = [
     "UnansweredError",
     "arith",
     "check_config",
+    "claim_lease",
     "current_sample",
+    "execute_purge",
+    "fence_lease",
+    "live_leases",
     "load_jsonl",
     "model_solver",
+    "plan_purge",
+    "purge_run",
     "resolve_benchmark",
     "run_benchmark",
     "run_config",

@@ -7,9 +7,9 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 
-from resultlog.consumers import RunLease
 from resultlog.producer.datasets import Sample
 from resultlog.producer.errors import BenchmarkError, ProducerError
+from resultlog.producer.lease import RunLease
 from resultlog.schemas import ResultLogError, RunKey
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Errors raised by the harness worker: persistence, model, solver and benchmark failures."""
+"""Errors raised by the writers: persistence, model, solver, benchmark, lease, purge."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = [
 
 
 class ProducerError(ResultLogError):
-    """Root of every error the producer (harness worker) raises on purpose."""
+    """Root of every error the writers (harness worker, leases, purge) raise on purpose."""
 
 
 class PersistenceError(ProducerError):

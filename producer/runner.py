@@ -13,7 +13,7 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from resultlog.consumers import LoadedViews, ResumeState, RunFold, RunLease, RunRecords
+from resultlog.consumers import LoadedViews, ResumeState, RunFold, RunRecords
 from resultlog.consumers.fold import Contribution
 from resultlog.producer._budget import Admission, AdmissionFactory, Budget
 from resultlog.producer._config import RunConfig, check_config, run_config
@@ -40,6 +40,7 @@ from resultlog.producer._schedule import (
 from resultlog.producer.context import SampleContext, sample_scope
 from resultlog.producer.datasets import Benchmark, Sample
 from resultlog.producer.errors import ModelError, ProducerError, SolverError, UnansweredError
+from resultlog.producer.lease import RunLease
 from resultlog.producer.model_client import Completion, ModelClient, classify_model_error
 from resultlog.producer.store import NoopResultStore, ResultStore
 from resultlog.schemas import (
@@ -196,22 +197,14 @@ async def run_benchmark(
         execution.holding = holding(held)
         try:
             resume = await execution.resume({s.index for s in samples}, accept_config_change)
-            if budget_usd is not None and shared_budget is not None:
-                opened = shared_budget(run.run_key, budget_usd, max_concurrency)
-                execution.budget = await stack.enter_async_context(opened)
-            elif budget_usd is not None:
-                execution.budget = execution.budget_of(budget_usd, max_concurrency, max_pair_usd)
+            if budget_usd is not None:
+                await execution.open_budget(
+                    stack, budget_usd, max_concurrency, max_pair_usd, shared_budget
+                )
             return await execution.run(samples, resume, max_concurrency)
         except asyncio.CancelledError:
-            taken_over = lost(held)
-            if taken_over is None:
-                raise
-            task = asyncio.current_task()
-            if task is not None:  # the cancellation was ours: it becomes the error below
-                task.uncancel()
-            # What was produced before the takeover lands before the lease is released.
-            await execution.store.close()
-            raise taken_over from None
+            await execution.raise_if_taken_over()
+            raise
 
 
 def _wholes(
@@ -327,6 +320,35 @@ class _Execution:
         state = _in_chunk(loaded, indexes, run.epochs, ids)
         self.previous = {(r.sample_index, r.epoch): r for r in (*state.seeds, *state.degraded)}
         return state
+
+    async def open_budget(
+        self,
+        stack: contextlib.AsyncExitStack,
+        limit_usd: float,
+        concurrency: int,
+        max_pair_usd: float | None,
+        shared: AdmissionFactory | None,
+    ) -> None:
+        """Keep the run within `limit_usd`: the run key's budget shared with every other
+        writer of it (`shared`, held open by `stack`), else this run's own."""
+        if shared is None:
+            self.budget = self.budget_of(limit_usd, concurrency, max_pair_usd)
+        else:
+            opened = shared(self.run_identity.run_key, limit_usd, concurrency)
+            self.budget = await stack.enter_async_context(opened)
+
+    async def raise_if_taken_over(self) -> None:
+        """After a cancellation: when the run's lease was taken over, that error instead
+        (once what was produced has landed); else return, and the cancellation goes on."""
+        taken_over = lost(self.held)
+        if taken_over is None:
+            return
+        task = asyncio.current_task()
+        if task is not None:  # the cancellation was ours: it becomes the error below
+            task.uncancel()
+        # What was produced before the takeover lands before the lease is released.
+        await self.store.close()
+        raise taken_over from None
 
     def budget_of(
         self, limit_usd: float, concurrency: int, max_pair_usd: float | None = None

@@ -17,11 +17,6 @@ ResultLogError                      the root (resultlog, resultlog.schemas)
 │       └── UnknownSchemaError
 │           └── RegistryNotConfiguredError  (also ConfigurationError)
 ├── ConsumerError                   the reading side (resultlog.consumers)
-│   ├── LeaseError
-│   │   ├── LeaseHeldError
-│   │   └── LeaseLostError
-│   ├── PurgeError
-│   │   └── PurgeLeasedError
 │   ├── SpendLedgerError
 │   ├── UnusableIndexError          the run index cannot speak for a partition
 │   ├── IndexRecordError            (also ValueError)
@@ -30,14 +25,19 @@ ResultLogError                      the root (resultlog, resultlog.schemas)
 │   ├── Cancelled                   a restore of a partition no longer assigned stops
 │   ├── BadRequestError             the HTTP API answers 400 (also ValueError)
 │   └── NotServedError              the HTTP API answers 404 or 503
-├── ProducerError                   the harness worker (resultlog.producer)
+├── ProducerError                   the writers: worker, leases, purge (resultlog.producer)
 │   ├── PersistenceError
 │   ├── ModelError
 │   ├── SolverError
 │   ├── BenchmarkError
 │   ├── UnansweredError
 │   ├── ConfigChangedError
+│   ├── LeaseError
+│   │   ├── LeaseHeldError
+│   │   └── LeaseLostError
 │   ├── LeaseTakenOverError
+│   ├── PurgeError
+│   │   └── PurgeLeasedError
 │   ├── WorkError
 │   ├── RescoreError
 │   ├── InspectPluginError

@@ -19,16 +19,13 @@ from pydantic import (
 )
 
 from resultlog.schemas._limits import (
-    FORMAT_VERSION,
     MAX_COST_USD,
     MAX_HTTP_STATUS,
     MAX_INDEX,
     MAX_METRIC,
     MAX_MILLIS,
-    MAX_RECORDS_SUMMED,
     MAX_TOKENS,
     MIN_HTTP_STATUS,
-    SUPPORTED_FORMAT_VERSIONS,
 )
 from resultlog.schemas.runkey import check_run_key_part
 
@@ -104,14 +101,6 @@ Metrics = dict[str, Real]
 RecordMetrics = dict[str, MetricValue]
 
 __all__ = [
-    "FORMAT_VERSION",
-    "MAX_COST_USD",
-    "MAX_INDEX",
-    "MAX_METRIC",
-    "MAX_MILLIS",
-    "MAX_RECORDS_SUMMED",
-    "MAX_TOKENS",
-    "SUPPORTED_FORMAT_VERSIONS",
     "TRUSTED_JSON",
     "Cost",
     "Count",

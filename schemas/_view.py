@@ -31,33 +31,6 @@ from resultlog.schemas.models import RecordError, RecordRules, RecordStatus, Sco
 
 __all__ = ["FOLD_FIELDS", "FoldView", "ViewPlan", "ViewPlans", "millis_error"]
 
-FOLD_FIELDS: Final = (
-    "format_version",
-    "run_id",
-    "benchmark_id",
-    "model",
-    "sample_index",
-    "epoch",
-    "sample_id",
-    "status",
-    "created_at",
-    "epochs",
-    "dataset_size",
-    "selected_samples",
-    "usage",
-    "generation_time_ms",
-    "attempts",
-    "spent_cost",
-    "config_fingerprint",
-    "score",
-    "error",
-)
-"""The SampleResult fields a fold view holds, in schema v3's order (its first 19 fields).
-
-`error` is not folded, but reading it (one null byte in a completed record) keeps the rule
-"error is set exactly when status is degraded" checked.
-"""
-
 
 def millis_error(datum: dict[str, Any]) -> str | None:
     """Move `created_at` to `created_at_ms`; why it is no datetime, if it is not one."""
@@ -100,6 +73,17 @@ class FoldView(RecordRules, Frozen):
         """SampleResult's cross-field rules (they involve only the view's fields)."""
         self.check_record_rules()
         return self
+
+
+FOLD_FIELDS: Final = tuple(
+    "created_at" if name == "created_at_ms" else name for name in FoldView.model_fields
+)
+"""The SampleResult fields a fold view holds (FoldView's, `created_at` by its record name), in
+schema v3's order (its first 19 fields).
+
+`error` is not folded, but reading it (one null byte in a completed record) keeps the rule
+"error is set exactly when status is degraded" checked.
+"""
 
 
 ViewPlan = tuple[dict[str, Any], dict[str, Any] | None]

@@ -20,9 +20,10 @@ from resultlog.schemas._catalog import (
     SchemaVersion,
     shipped_catalog,
 )
+from resultlog.schemas._limits import SUPPORTED_FORMAT_VERSIONS
 from resultlog.schemas._prefix import FoldPrefix, read_prefix
 from resultlog.schemas._registry import Registry, SchemaNotFoundError
-from resultlog.schemas._types import SUPPORTED_FORMAT_VERSIONS, TRUSTED_JSON
+from resultlog.schemas._types import TRUSTED_JSON
 from resultlog.schemas._view import FoldView, ViewPlans, millis_error
 from resultlog.schemas.chunk_task import ChunkTask
 from resultlog.schemas.errors import (
@@ -48,6 +49,7 @@ _SINGLE_OBJECT_HEADER = 10
 _REGISTRY_HEADER = 5
 
 ModelT = TypeVar("ModelT", SampleResult, RunSummary, ChunkTask)
+_Raw = bytes | bytearray | memoryview | None  # a Kafka value as a decode method takes it
 _NOWHERE = Location()
 # pydantic error types that mean "a number outside its bounds" (docs/design.md, rule 9).
 _BOUND_ERRORS = frozenset(
@@ -62,30 +64,25 @@ class WireFormat(StrEnum):
     REGISTRY = "registry"
 
 
-def _fail(cls: type[DecodeError], reason: str, raw: bytes | None, where: Location) -> DecodeError:
-    """A located decode error."""
-    return cls(reason, raw, where)
-
-
 def _label(version: SchemaVersion) -> str:
     """How error messages name a schema version."""
     origin = "from the registry" if version.version == 0 else f"v{version.version}"
     return f"{version.name} {origin} ({version.fingerprint.hex()})"
 
 
-def _as_bytes(raw: bytes | bytearray | memoryview | None, where: Location) -> bytes:
+def _as_bytes(raw: _Raw, where: Location) -> bytes:
     """Normalise a Kafka value to bytes, rejecting empty ones."""
     if type(raw) is bytes and raw:
         return raw
     if raw is None:
-        raise _fail(DecodeError, "empty value (tombstone or null)", None, where)
+        raise DecodeError("empty value (tombstone or null)", None, where)
     if not isinstance(raw, bytes):
         if not isinstance(raw, bytearray | memoryview):
             reason = f"value must be bytes, got {type(raw).__name__}"
-            raise _fail(DecodeError, reason, None, where)
+            raise DecodeError(reason, None, where)
         raw = bytes(raw)
     if not raw:
-        raise _fail(DecodeError, "empty value (0 bytes)", raw, where)
+        raise DecodeError("empty value (0 bytes)", raw, where)
     return raw
 
 
@@ -146,7 +143,7 @@ class _RecordCodec(Generic[ModelT]):
         datum, end = self._read(raw, start, (writer.parsed, reader), writer, where)
         if end != len(raw):
             reason = f"{len(raw) - end} trailing bytes after the Avro body"
-            raise _fail(DecodeError, reason, raw, where)
+            raise DecodeError(reason, raw, where)
         return cast(ModelT, self.validate(self._validate, datum, raw, where))
 
     def hand_prefix(
@@ -173,16 +170,15 @@ class _RecordCodec(Generic[ModelT]):
         if version not in SUPPORTED_FORMAT_VERSIONS:
             known = ", ".join(map(str, sorted(SUPPORTED_FORMAT_VERSIONS)))
             reason = f"unknown format_version {version!r} (this reader knows {known})"
-            raise _fail(UnknownFormatVersionError, reason, raw, where)
+            raise UnknownFormatVersionError(reason, raw, where)
         try:
             return validate(datum, context=TRUSTED_JSON)
         except ValidationError as exc:
             errors = exc.errors()
             out_of_range = all(error["type"] in _BOUND_ERRORS for error in errors)
             reason = f"{self.name} violates the contract: {_one_line(errors)}"
-            raise _fail(
-                OutOfRangeError if out_of_range else DecodeError, reason, raw, where
-            ) from exc
+            kind = OutOfRangeError if out_of_range else DecodeError
+            raise kind(reason, raw, where) from exc
 
     def _writer_of(
         self, raw: bytes, registry: Registry | None, where: Location
@@ -201,18 +197,18 @@ class _RecordCodec(Generic[ModelT]):
         if raw[0] == REGISTRY_MAGIC:
             return self._by_schema_id(raw, registry, where), _REGISTRY_HEADER
         reason = f"unrecognised framing: first byte 0x{raw[0]:02x} (expected 0xc3 0x01 or 0x00)"
-        raise _fail(DecodeError, reason, raw, where)
+        raise DecodeError(reason, raw, where)
 
     def _by_fingerprint(self, raw: bytes, where: Location) -> SchemaVersion:
         """Find a single-object writer schema among the shipped versions."""
         if len(raw) < _SINGLE_OBJECT_HEADER:
             reason = f"truncated single-object header ({len(raw)} of 10 bytes)"
-            raise _fail(DecodeError, reason, raw, where)
+            raise DecodeError(reason, raw, where)
         fingerprint = raw[2:_SINGLE_OBJECT_HEADER]
         writer = self._catalog.by_fingerprint(fingerprint)
         if writer is None:
             reason = f"unknown schema fingerprint {fingerprint.hex()} (not a shipped version)"
-            raise _fail(UnknownSchemaError, reason, raw, where)
+            raise UnknownSchemaError(reason, raw, where)
         return self._check_name(writer, f"fingerprint {fingerprint.hex()}", raw, where)
 
     def _by_schema_id(
@@ -221,19 +217,19 @@ class _RecordCodec(Generic[ModelT]):
         """Find a registry-framed writer schema by id."""
         if len(raw) < _REGISTRY_HEADER:
             reason = f"truncated registry header ({len(raw)} of 5 bytes)"
-            raise _fail(DecodeError, reason, raw, where)
+            raise DecodeError(reason, raw, where)
         schema_id = int.from_bytes(raw[1:_REGISTRY_HEADER], "big")
         if registry is None:
             reason = f"registry-framed value (schema id {schema_id}) but no registry is configured"
             if not self._is_registry_framed_record(raw):
-                raise _fail(UnknownSchemaError, reason, raw, where)
+                raise UnknownSchemaError(reason, raw, where)
             # One of our records, written with a registry: the reader is misconfigured.
             reason += "; set RESULTLOG_SCHEMA_REGISTRY_URL to the registry its writers use"
-            raise _fail(RegistryNotConfiguredError, reason, raw, where)
+            raise RegistryNotConfiguredError(reason, raw, where)
         try:
             writer = registry.writer(schema_id)
         except SchemaNotFoundError as exc:
-            raise _fail(UnknownSchemaError, str(exc), raw, where) from exc
+            raise UnknownSchemaError(str(exc), raw, where) from exc
         writer = self._catalog.by_fingerprint(writer.fingerprint) or writer
         return self._check_name(writer, f"schema id {schema_id}", raw, where)
 
@@ -257,7 +253,7 @@ class _RecordCodec(Generic[ModelT]):
         """Refuse bytes of another record type (e.g. a RunSummary read as a SampleResult)."""
         if writer.name != self.name:
             reason = f"{label} is a {writer.name} schema, expected {self.name}"
-            raise _fail(UnknownSchemaError, reason, raw, where)
+            raise UnknownSchemaError(reason, raw, where)
         return writer
 
     def _read(
@@ -278,12 +274,12 @@ class _RecordCodec(Generic[ModelT]):
             reason = (
                 f"writer schema {_label(writer)} cannot be read as {_label(self.reader)}: {exc}"
             )
-            raise _fail(UnknownSchemaError, reason, raw, where) from exc
+            raise UnknownSchemaError(reason, raw, where) from exc
         except Exception as exc:
             reason = f"malformed Avro body: {type(exc).__name__}: {exc}"
-            raise _fail(DecodeError, reason, raw, where) from exc
+            raise DecodeError(reason, raw, where) from exc
         if not isinstance(datum, dict):
-            raise _fail(DecodeError, "Avro body is not a record", raw, where)
+            raise DecodeError("Avro body is not a record", raw, where)
         return datum, buf.tell()
 
 
@@ -336,22 +332,12 @@ class Codec:
         """Serialize a record; `topic` names the registry subject and is required with one."""
         return self._samples.encode(record, self._registry, topic)
 
-    def decode_sample_result(
-        self,
-        raw: bytes | bytearray | memoryview | None,
-        *,
-        at: Location | None = None,
-    ) -> SampleResult:
+    def decode_sample_result(self, raw: _Raw, *, at: Location | None = None) -> SampleResult:
         """Deserialize and validate a record; any failure is a DecodeError carrying the bytes."""
         where = at or _NOWHERE
         return self._samples.decode(_as_bytes(raw, where), self._registry, where)
 
-    def decode_fold_view(
-        self,
-        raw: bytes | bytearray | memoryview | None,
-        *,
-        at: Location | None = None,
-    ) -> FoldView:
+    def decode_fold_view(self, raw: _Raw, *, at: Location | None = None) -> FoldView:
         """Deserialize and validate only the fields the fold reads (see FoldView): the bytes
         after them are not read. Failures are the DecodeErrors `decode_sample_result` raises."""
         where = at or _NOWHERE
@@ -365,12 +351,7 @@ class Codec:
         prefix the hand reader reads, each with whether it is v3 (else v2)."""
         return self._samples.hand_read_headers
 
-    def fold_prefix(
-        self,
-        raw: bytes | bytearray | memoryview | None,
-        *,
-        at: Location | None = None,
-    ) -> FoldPrefix | None:
+    def fold_prefix(self, raw: _Raw, *, at: Location | None = None) -> FoldPrefix | None:
         """The fold prefix of a v2 or v3 value, read by hand and not yet checked
         (`FoldPrefix.acceptable`); None when `decode_fold_view` must decide (another writer,
         bytes the hand reader leaves to fastavro). Framing errors are `decode_fold_view`'s."""
@@ -382,19 +363,14 @@ class Codec:
         datum = self._samples.read_view(raw, self._registry, where, self._views)
         reason = millis_error(datum)
         if reason is not None:
-            raise _fail(DecodeError, f"malformed Avro body: {reason}", raw, where)
+            raise DecodeError(f"malformed Avro body: {reason}", raw, where)
         return datum
 
     def encode_run_summary(self, summary: RunSummary, topic: str | None = None) -> bytes:
         """Serialize a summary; `topic` names the registry subject and is required with one."""
         return self._summaries.encode(summary, self._registry, topic)
 
-    def decode_run_summary(
-        self,
-        raw: bytes | bytearray | memoryview | None,
-        *,
-        at: Location | None = None,
-    ) -> RunSummary:
+    def decode_run_summary(self, raw: _Raw, *, at: Location | None = None) -> RunSummary:
         """Deserialize and validate a summary; any failure is a DecodeError carrying the bytes."""
         where = at or _NOWHERE
         return self._summaries.decode(_as_bytes(raw, where), self._registry, where)
@@ -403,12 +379,7 @@ class Codec:
         """Serialize a chunk task; `topic` names the registry subject and is required with one."""
         return self._tasks.encode(task, self._registry, topic)
 
-    def decode_chunk_task(
-        self,
-        raw: bytes | bytearray | memoryview | None,
-        *,
-        at: Location | None = None,
-    ) -> ChunkTask:
+    def decode_chunk_task(self, raw: _Raw, *, at: Location | None = None) -> ChunkTask:
         """Deserialize and validate a task; any failure is a DecodeError carrying the bytes."""
         where = at or _NOWHERE
         return self._tasks.decode(_as_bytes(raw, where), self._registry, where)

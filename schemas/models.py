@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Literal, Protocol, Self
 
@@ -26,6 +27,8 @@ from resultlog.schemas._types import (
 from resultlog.schemas.keys import encode_key
 from resultlog.schemas.runkey import RunKey
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
 MAX_HARNESS_PAYLOAD = 512 * 1024
 """Bytes of a compressed harness payload at most, so a record stays well under a message."""
 
@@ -229,6 +232,11 @@ class SampleResult(RecordRules, Frozen):
         if (self.config is None) != (self.config_fingerprint is None):
             raise ValueError("config and config_fingerprint are set together or not at all")
         return self
+
+    @property
+    def created_at_ms(self) -> int:
+        """`created_at` in milliseconds since the epoch, as the wire (and a FoldView) holds it."""
+        return (self.created_at - _EPOCH) // _MILLISECOND
 
     @property
     def key(self) -> bytes:

@@ -32,7 +32,6 @@ from inspect_ai.log import EvalSample
 from inspect_ai.util import LimitExceededError
 from pydantic import ValidationError
 
-from resultlog.consumers import LeaseError, RunLease
 from resultlog.producer._config import differences
 from resultlog.producer.inspect import _xbench
 from resultlog.producer.inspect._errors import InspectPluginError
@@ -40,6 +39,7 @@ from resultlog.producer.inspect._eval_tasks import EvalTask, eval_tasks
 from resultlog.producer.inspect._mapping import to_record
 from resultlog.producer.inspect._publisher import Publisher
 from resultlog.producer.inspect._task import TaskRun
+from resultlog.producer.lease import LeaseError, RunLease
 from resultlog.schemas import Harness, RunKey, WriterProcess
 from resultlog.settings import Settings
 

@@ -7,8 +7,9 @@ import threading
 from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
-from resultlog.consumers import RunLease, claim_lease, read_run_records
+from resultlog.consumers import read_run_records
 from resultlog.kafka import KafkaConnection
+from resultlog.producer.lease import RunLease, claim_lease
 from resultlog.producer.runner import WritePolicy
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import RunKey, SampleResult

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
-from resultlog.consumers import RunLease
+from resultlog.producer.lease import RunLease
 from resultlog.producer.lm_eval._answers import Answer, AnswerLog
 from resultlog.producer.lm_eval._config import (
     ModelIdentity,

@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from resultlog.consumers import LeaseError, claim_lease
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._config import ConfigChangedError, differences
 from resultlog.producer._retry import WritePolicy
+from resultlog.producer.lease import LeaseError, claim_lease
 from resultlog.producer.lm_eval._answers import AnswerLog
 from resultlog.producer.lm_eval._config import (
     ModelIdentity,

@@ -9,10 +9,11 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from resultlog.consumers import LoadedViews, claim_lease, read_run_views
+from resultlog.consumers import LoadedViews, read_run_views
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._config import run_config
 from resultlog.producer._shared_budget import shared_budget
+from resultlog.producer.lease import claim_lease
 from resultlog.producer.model_client import ModelClient
 from resultlog.producer.runner import RunResult, model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
-from resultlog.consumers import LeaseHeldError
 from resultlog.consumers.dlq import reason_kind
 from resultlog.kafka import KafkaConnection
+from resultlog.producer.lease import LeaseHeldError
 from resultlog.producer.worker._chunk import ChunkRunner, RunningChunk
 from resultlog.producer.worker._dead import CHUNK_FAILED, WorkDeadLetters
 from resultlog.producer.worker._intake import Intake

@@ -14,9 +14,25 @@ __all__ = ["register"]
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
-    """Add `kafka up|down` and `topics create` to the command line."""
+    """Add `kafka up|down|issue-cert|certs` and `topics create` to the command line."""
     kafka = commands.add_parser("kafka", help="run a local Apache Kafka (KRaft) broker")
     actions = kafka.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _add_up(actions)
+    _add_down(actions)
+    _add_certificates(actions)
+    topics = commands.add_parser("topics", help="manage the resultlog topics")
+    topic_actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = topic_actions.add_parser(
+        "create",
+        help="create the topics idempotently",
+        description="Create the topics the settings name (RESULTLOG_*_TOPIC), or check that "
+        "existing ones match their partition counts and cleanup policies.",
+    )
+    create.set_defaults(handler=topics_create)
+
+
+def _add_up(actions: argparse._SubParsersAction[Any]) -> None:
+    """`kafka up`: where the broker runs, and how clients reach it."""
     start = actions.add_parser(
         "up",
         help="start the local broker in the background",
@@ -43,6 +59,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     start.add_argument("--brokers", type=int, default=1, choices=(1, 3), help="cluster size")
     start.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for it")
+    _add_security(start)
+    start.set_defaults(handler=up)
+
+
+def _add_security(start: argparse.ArgumentParser) -> None:
+    """`kafka up`'s logins, TLS and ACLs."""
     start.add_argument("--sasl-user", metavar="NAME", help="require SCRAM-SHA-512 logins; add NAME")
     start.add_argument(
         "--sasl-password-env", metavar="VAR", help="environment variable with NAME's password"
@@ -61,7 +83,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="Kafka's ACLs, the SASL user (or the certificate principal `admin`) a super user",
     )
-    start.set_defaults(handler=up)
+
+
+def _add_down(actions: argparse._SubParsersAction[Any]) -> None:
+    """`kafka down`."""
     stop = actions.add_parser("down", help="stop the local broker")
     stop.add_argument(
         "--dir",
@@ -70,6 +95,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help=f"the broker's data directory (default: {default_kafka_dir()})",
     )
     stop.set_defaults(handler=down)
+
+
+def _add_certificates(actions: argparse._SubParsersAction[Any]) -> None:
+    """`kafka issue-cert` and `kafka certs`: the local CA's certificates."""
     issue = actions.add_parser("issue-cert", help="a client certificate for User:NAME (mTLS)")
     issue.add_argument("--principal", required=True, metavar="NAME", help="NAME or User:NAME")
     issue.add_argument("--dir", type=Path, default=None, help="data directory (holds the CA)")
@@ -84,16 +113,6 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="a name the broker is reached by besides localhost (repeatable)",
     )
     certs.set_defaults(handler=make_certs)
-
-    topics = commands.add_parser("topics", help="manage the resultlog topics")
-    topic_actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = topic_actions.add_parser(
-        "create",
-        help="create the topics idempotently",
-        description="Create the topics the settings name (RESULTLOG_*_TOPIC), or check that "
-        "existing ones match their partition counts and cleanup policies.",
-    )
-    create.set_defaults(handler=topics_create)
 
 
 def up(args: argparse.Namespace) -> int:

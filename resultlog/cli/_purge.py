@@ -12,8 +12,8 @@ from resultlog.cli._connect import connect
 from resultlog.errors import CliError
 
 if TYPE_CHECKING:
-    from resultlog.consumers import PurgePlan
     from resultlog.kafka import KafkaConnection
+    from resultlog.producer import PurgePlan
     from resultlog.schemas import RunKey
 
 __all__ = ["register"]
@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def purge_command(args: argparse.Namespace) -> int:
     """Count, confirm, write the tombstones, wait for their acknowledgement and say so."""
-    from resultlog.consumers import PurgeLeasedError, execute_purge, plan_purge
+    from resultlog.producer import PurgeLeasedError, execute_purge, plan_purge
 
     run_key = run_key_of(args)
     with connect() as kafka:

@@ -84,9 +84,9 @@ async def _rescore(args: argparse.Namespace, kafka: Any, source: Any, scorer: An
 
     from resultlog.cli._console import ProgressBar
     from resultlog.cli._run import check_base_url
-    from resultlog.consumers import claim_lease, read_run_records
+    from resultlog.consumers import read_run_records
     from resultlog.errors import CliError
-    from resultlog.producer import KafkaResultStore, ModelClient
+    from resultlog.producer import KafkaResultStore, ModelClient, claim_lease
     from resultlog.producer.offline import ModelServer
     from resultlog.producer.rescore import Grader, rescore_run
 

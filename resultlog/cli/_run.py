@@ -295,11 +295,11 @@ async def _run_to_end(
     args: argparse.Namespace, kafka: KafkaConnection, benchmark: Benchmark
 ) -> RunResult:
     from resultlog.cli._console import ProgressBar
-    from resultlog.consumers import claim_lease
     from resultlog.producer import (
         KafkaResultStore,
         ModelClient,
         UnansweredError,
+        claim_lease,
         model_solver,
         run_benchmark,
     )

@@ -63,7 +63,15 @@ def test_the_writer_copies_key_and_value_with_reason_and_source_headers(
     try:
         Codec().decode_sample_result(b"", at=Location("src", 1, 7))
     except DecodeError as exc:
-        writer.send_error(exc, b"k2", None)
+        writer.send(
+            b"k2",
+            None,
+            reason=exc.reason,
+            source_topic="src",
+            source_partition=1,
+            source_offset=7,
+            kind=reason_kind(exc),
+        )
     assert writer.flush(10) == 0
     first, second = sorted(dead_letters(settings, 2), key=lambda m: m.key or b"")
     assert (first.key, first.value) == (b"k1", b"\x00garbage")
@@ -78,12 +86,6 @@ def test_the_writer_copies_key_and_value_with_reason_and_source_headers(
     assert second.headers[HEADER_REASON] == "empty value (0 bytes)"
     assert second.headers[HEADER_REASON_KIND] == "empty_value"
     assert second.headers[HEADER_SOURCE_OFFSET] == "7"
-
-
-def test_an_unlocated_error_is_refused(settings: Settings) -> None:
-    writer = DeadLetterWriter(KafkaConnection(settings))
-    with pytest.raises(ValueError, match="located"):
-        writer.send_error(DecodeError("x", b"x"), None, b"x")
 
 
 def test_poison_is_dead_lettered_counted_and_never_stalls_the_aggregator(

@@ -1,12 +1,10 @@
-"""One-run reads fetch about what their ranges hold; a lease claim reads its partition once."""
+"""One-run reads fetch about what their ranges hold."""
 
 from __future__ import annotations
 
 from resultlog.consumers._run_read import one_run_reader
-from resultlog.consumers.lease import _read_leases
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, partition_for
-from tests.consumers.leases import foreign_lease, write_lease
 from tests.support.records import make_record
 from tests.support.runindex import full_scan, put, read_one_run
 
@@ -48,17 +46,3 @@ def test_a_run_among_others_in_its_partition_reads_all_its_records(
     read = read_one_run(settings, RUN_KEY)
     assert len(read.latest) == 20
     assert read.latest == full_scan(settings, RUN_KEY)
-
-
-def test_leases_read_since_a_first_read_match_a_whole_read(kafka: KafkaConnection) -> None:
-    settings = kafka.settings
-    topic, partition = settings.leases_topic, partition_for(RUN_KEY, settings.partitions)
-    write_lease(settings, RUN_KEY, foreign_lease(60, start=0, end=10))
-    first = _read_leases(kafka, topic, partition, RUN_KEY)
-    assert len(first.leases) == 1
-    later = foreign_lease(60, start=10, end=20).model_copy(update={"token": "e" * 16})
-    write_lease(settings, RUN_KEY, later)
-    since = _read_leases(kafka, topic, partition, RUN_KEY, first)
-    whole = _read_leases(kafka, topic, partition, RUN_KEY)
-    assert since == whole
-    assert since.end > first.end and len(since.leases) == 2

@@ -6,9 +6,10 @@ import logging
 
 import pytest
 
-from resultlog.consumers import purge_run, read_run_records, run_keys_of
+from resultlog.consumers import read_run_records, run_keys_of
 from resultlog.consumers._index_codec import MARKER_KEY
 from resultlog.kafka import KafkaConnection
+from resultlog.producer import purge_run
 from resultlog.schemas import RunKey, SampleResult, partition_for, run_key_prefix
 from resultlog.settings import Settings
 from tests.support.aggregator import running

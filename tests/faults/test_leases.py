@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from resultlog.schemas import RunKey
-from tests.consumers.leases import foreign_lease, write_lease
+from tests.producer.leases import foreign_lease, write_lease
 from tests.support.audit import all_pairs, audit, report
 from tests.support.cli import child_env
 from tests.support.kafka import topic_settings

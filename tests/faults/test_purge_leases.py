@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from resultlog.consumers import live_leases
 from resultlog.kafka import KafkaConnection
+from resultlog.producer import live_leases
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
 from tests.support.cli import child_env, cli_argv, run_cli

@@ -8,13 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from resultlog.consumers import (
-    SummaryPublisher,
-    publish_replayed,
-    purge_run,
-    replay_run,
-)
+from resultlog.consumers import SummaryPublisher, publish_replayed, replay_run
 from resultlog.kafka import KafkaConnection
+from resultlog.producer import purge_run
 from resultlog.schemas import AsOf, RunKey, encode_key, encode_run_key, partition_for
 from resultlog.settings import Settings
 from tests.support.aggregator import serving_aggregator

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resultlog.consumers import purge_run
 from resultlog.kafka import KafkaConnection
+from resultlog.producer import purge_run
 from resultlog.schemas import RunKey, partition_for
 from resultlog.settings import Settings
 from tests.support.aggregator import running

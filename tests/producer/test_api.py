@@ -32,6 +32,22 @@ WORKER_API = {
     "run_config",
     "check_config",
     "ConfigChangedError",
+    # leases on run keys (design rule 18), the writers' own
+    "Lease",
+    "LeaseError",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "RunLease",
+    "claim_lease",
+    "fence_lease",
+    "live_leases",
+    # purge: tombstones for a run's keys
+    "PurgeError",
+    "PurgeLeasedError",
+    "PurgePlan",
+    "execute_purge",
+    "plan_purge",
+    "purge_run",
     # benchmarks
     "Benchmark",
     "Sample",

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from resultlog.consumers import fold_records, purge_run, read_run_records
+from resultlog.consumers import fold_records, read_run_records
 from resultlog.consumers.spend import LedgerEntry, open_ledger
 from resultlog.consumers.work import WorkProgress
 from resultlog.kafka import KafkaConnection
+from resultlog.producer import purge_run
 from resultlog.producer.offline import Behavior, ModelServer
 from resultlog.producer.worker import CHUNK_FAILED, RunSpec, plan_chunks, submit_chunks
 from resultlog.schemas import RunKey, encode_key

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Consumer, TopicPartition
 
-from resultlog.consumers import live_leases
 from resultlog.kafka import KafkaConnection
+from resultlog.producer import live_leases
 from resultlog.schemas import Codec, RunKey, RunSummary, encode_run_key, partition_for
 from resultlog.settings import Settings
 from tests.support.cli import cli_argv

@@ -1,5 +1,5 @@
-"""One exception tree: every class resultlog defines descends from ResultLogError, and the
-tree drawn in resultlog.errors names every public one."""
+"""One exception tree: every class resultlog defines descends from ResultLogError, a layer's
+from that layer's root, and the tree drawn in resultlog.errors names every public one."""
 
 from __future__ import annotations
 
@@ -9,12 +9,16 @@ import pkgutil
 import re
 from types import ModuleType
 
+import pytest
+
 import resultlog
 import resultlog.consumers
 import resultlog.errors
 import resultlog.producer
 import resultlog.schemas
 from resultlog import ResultLogError
+from resultlog.consumers import ConsumerError
+from resultlog.producer import ProducerError
 
 PACKAGES = (resultlog, resultlog.schemas, resultlog.consumers, resultlog.producer)
 
@@ -49,6 +53,18 @@ def test_every_exception_class_descends_from_the_root() -> None:
         f"{c.__module__}.{c.__qualname__}" for c in classes if ResultLogError not in c.__mro__
     ]
     assert outside == []
+
+
+@pytest.mark.parametrize(
+    ("package", "root"),
+    [(resultlog.consumers, ConsumerError), (resultlog.producer, ProducerError)],
+    ids=["consumers", "producer"],
+)
+def test_a_layers_classes_descend_from_its_root(package: ModuleType, root: type) -> None:
+    prefix = package.__name__ + "."
+    layer = [c for c in _exception_classes() if c.__module__.startswith(prefix)]
+    assert layer, package.__name__
+    assert [c.__qualname__ for c in layer if not issubclass(c, root)] == []
 
 
 def _drawn() -> dict[str, str | None]:

@@ -1,7 +1,9 @@
-"""One file, one module: schemas/, producer/ and consumers/ load only as resultlog.*."""
+"""One file, one module: schemas/, producer/ and consumers/ load only as resultlog.*, and
+import no layer above their own."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -95,3 +97,33 @@ def test_the_repository_holds_no_symbolic_links() -> None:
         line.split("\t")[1] for line in staged.stdout.splitlines() if line.startswith("120000")
     ]
     assert links == []
+
+
+# Dependencies point one way: schemas <- consumers <- producer <- cli (design rule 22).
+BELOW = {
+    "schemas": ("resultlog.consumers", "resultlog.producer", "resultlog.cli"),
+    "consumers": ("resultlog.producer", "resultlog.cli"),
+    "producer": ("resultlog.cli",),
+}
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module the file imports, at its top or inside a function."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize("folder", sorted(BELOW))
+def test_a_layer_imports_no_layer_above_it(folder: str) -> None:
+    upward = [
+        f"{path.relative_to(REPO)}: {name}"
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for name in sorted(_imported(path))
+        if name.startswith(BELOW[folder])
+    ]
+    assert upward == []

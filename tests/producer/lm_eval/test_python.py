@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 import resultlog.lm_eval
-from resultlog.consumers import claim_lease, replay_run
+from resultlog.consumers import replay_run
 from resultlog.kafka import KafkaConnection
-from resultlog.producer import ConfigChangedError
+from resultlog.producer import ConfigChangedError, claim_lease
 from resultlog.producer.offline import ModelServer
 from resultlog.schemas import RunKey
 from tests.producer.lm_eval.support import (

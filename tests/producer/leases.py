@@ -6,7 +6,7 @@ import time
 
 from confluent_kafka import Producer
 
-from resultlog.consumers import Lease
+from resultlog.producer import Lease
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 from resultlog.settings import Settings
 

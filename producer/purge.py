@@ -39,8 +39,14 @@ from datetime import UTC, datetime
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from resultlog.consumers.errors import ConsumerError
-from resultlog.consumers.lease import (
+from resultlog.consumers import ConsumerError
+
+# The resume reader's partition scan is exactly what purge needs: the same keys resume sees.
+from resultlog.consumers.resume import latest_run_values
+from resultlog.consumers.spend import SpendLedgerError, open_ledger
+from resultlog.kafka import KafkaClientError, KafkaConnection, produce
+from resultlog.producer.errors import ProducerError
+from resultlog.producer.lease import (
     Lease,
     LeaseError,
     LeaseHeldError,
@@ -48,11 +54,6 @@ from resultlog.consumers.lease import (
     fence_lease,
     live_leases,
 )
-
-# The resume reader's partition scan is exactly what purge needs: the same keys resume sees.
-from resultlog.consumers.resume import latest_run_values
-from resultlog.consumers.spend import SpendLedgerError, open_ledger
-from resultlog.kafka import KafkaClientError, KafkaConnection, produce
 from resultlog.schemas import RunKey, encode_run_key, partition_for, run_key_prefix
 
 __all__ = [
@@ -70,7 +71,7 @@ _ALL_SAMPLES = 2**31  # purge leases every sample index a record can have
 _WAIT_S = 0.2
 
 
-class PurgeError(ConsumerError):
+class PurgeError(ProducerError):
     """A purge could not read the run's keys or have its tombstones acknowledged."""
 
 

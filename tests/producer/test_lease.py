@@ -1,4 +1,5 @@
-"""Leases on run keys (design rule 18): one live holder per overlapping range, log order wins."""
+"""Leases on run keys (design rule 18): one live holder per overlapping range, log order wins;
+a claim reads its partition once."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from resultlog.consumers import LeaseHeldError, RunLease, claim_lease, live_leases
 from resultlog.kafka import KafkaConnection
+from resultlog.producer import LeaseHeldError, RunLease, claim_lease, live_leases
+from resultlog.producer.lease import _read_leases
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 from resultlog.settings import Settings
-from tests.consumers.leases import foreign_lease, write_lease
+from tests.producer.leases import foreign_lease, write_lease
 
 RUN_KEY = RunKey("lease-run", "arith", "openai/gpt-4o")
 TRIALS = 10
@@ -118,3 +120,17 @@ def test_the_holder_renews_its_lease_past_the_time_to_live(kafka: KafkaConnectio
         assert [lease.token for lease in live_leases(kafka, RUN_KEY)] == [held.lease.token]
         with pytest.raises(LeaseHeldError):
             claim_lease(kafka, RUN_KEY, (0, 1))
+
+
+def test_leases_read_since_a_first_read_match_a_whole_read(kafka: KafkaConnection) -> None:
+    settings = kafka.settings
+    topic, partition = settings.leases_topic, partition_for(RUN_KEY, settings.partitions)
+    write_lease(settings, RUN_KEY, foreign_lease(60, start=0, end=10))
+    first = _read_leases(kafka, topic, partition, RUN_KEY)
+    assert len(first.leases) == 1
+    later = foreign_lease(60, start=10, end=20).model_copy(update={"token": "e" * 16})
+    write_lease(settings, RUN_KEY, later)
+    since = _read_leases(kafka, topic, partition, RUN_KEY, first)
+    whole = _read_leases(kafka, topic, partition, RUN_KEY)
+    assert since == whole
+    assert since.end > first.end and len(since.leases) == 2

@@ -33,9 +33,10 @@ from typing import NamedTuple, Self
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from resultlog.consumers._scan import scan, scan_ranges, watermark_offsets
-from resultlog.consumers.errors import ConsumerError
+from resultlog.consumers import ConsumerError
+from resultlog.consumers._scan import TRANSIENT, scan, scan_ranges, watermark_offsets
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce, produce_acked
+from resultlog.producer.errors import ProducerError
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 
 __all__ = [
@@ -53,17 +54,9 @@ log = logging.getLogger(__name__)
 
 _TIMEOUT_S = 15.0
 _RENEWALS_PER_TTL = 3
-_TRANSIENT = frozenset(
-    {
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError._TRANSPORT,
-    }
-)
 
 
-class LeaseError(ConsumerError):
+class LeaseError(ProducerError):
     """A lease could not be read, claimed or kept."""
 
 
@@ -347,7 +340,7 @@ def _read_leases(
         except KafkaException as exc:
             error = exc.args[0]
             # A partition moving (a new topic, a leader election) is worth waiting out.
-            transient = isinstance(error, KafkaError) and error.code() in _TRANSIENT
+            transient = isinstance(error, KafkaError) and error.code() in TRANSIENT
             if not transient or time.monotonic() > deadline:
                 raise LeaseError(f"cannot read the leases of {run_key}: {exc}") from exc
             time.sleep(0.1)
