@@ -25,7 +25,6 @@ __all__ = [
     "Pool",
     "Shape",
     "Tokens",
-    "of_columns",
     "scaled",
     "shape_of",
 ]
@@ -370,35 +369,6 @@ class Contribution:
         """Order among two different records of one key seen without offsets: newest wins."""
         return (self.created_at_ms, not self.degraded, _stable(self))
 
-
-def of_columns(  # noqa: PLR0917 - one column per field, in the constructor's order
-    sample_id: list[str],
-    sample_index: list[int],
-    epoch: list[int],
-    value: list[ScoreValue],
-    numeric: list[float | None],
-    degraded: list[int],
-    metrics: list[_Metrics],
-    input_tokens: list[int],
-    output_tokens: list[int],
-    total_tokens: list[int],
-    reasoning_tokens: list[int],
-    cost: list[float],
-    spent: list[float],
-    generation_time_ms: list[int],
-    shape: list[Shape],
-    created_at_ms: list[int],
-) -> list[Contribution]:
-    """The contributions whose fields these equally long columns hold (a checkpoint's)."""
-    columns = zip(
-        sample_id, sample_index, epoch, value, numeric, degraded, metrics, input_tokens,
-        output_tokens, total_tokens, reasoning_tokens, cost, spent, generation_time_ms, shape,
-        created_at_ms, strict=True,
-    )  # fmt: skip
-    return [
-        Contribution(sid, index, ep, v, num, bool(deg), mets, (i, o, t, r), c, sp, ms, sh, at)
-        for sid, index, ep, v, num, deg, mets, i, o, t, r, c, sp, ms, sh, at in columns
-    ]
 
 
 def _stable(item: Contribution) -> tuple[object, ...]:
