@@ -370,7 +370,6 @@ class Contribution:
         return (self.created_at_ms, not self.degraded, _stable(self))
 
 
-
 def _stable(item: Contribution) -> tuple[object, ...]:
     """A total order on contributions, so ties between equal timestamps still resolve."""
     return (
