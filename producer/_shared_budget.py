@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator
 from fractions import Fraction
 
 from resultlog.consumers import read_run_views
-from resultlog.consumers.spend import Seen, SpendLedger, open_ledger
 from resultlog.kafka import KafkaConnection
 from resultlog.producer._budget import AdmissionFactory, Pair, bounded_estimate, verdict
+from resultlog.producer.spend import Seen, SpendLedger, open_ledger
 from resultlog.schemas import RunKey
 
 __all__ = ["SharedBudget", "shared_budget"]

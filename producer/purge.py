@@ -43,7 +43,6 @@ from resultlog.consumers import ConsumerError
 
 # The resume reader's partition scan is exactly what purge needs: the same keys resume sees.
 from resultlog.consumers.resume import latest_run_values
-from resultlog.consumers.spend import SpendLedgerError, open_ledger
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
 from resultlog.producer.errors import ProducerError
 from resultlog.producer.lease import (
@@ -54,6 +53,7 @@ from resultlog.producer.lease import (
     fence_lease,
     live_leases,
 )
+from resultlog.producer.spend import SpendLedgerError, open_ledger
 from resultlog.schemas import RunKey, encode_run_key, partition_for, run_key_prefix
 
 __all__ = [

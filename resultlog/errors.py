@@ -17,7 +17,6 @@ ResultLogError                      the root (resultlog, resultlog.schemas)
 │       └── UnknownSchemaError
 │           └── RegistryNotConfiguredError  (also ConfigurationError)
 ├── ConsumerError                   the reading side (resultlog.consumers)
-│   ├── SpendLedgerError
 │   ├── UnusableIndexError          the run index cannot speak for a partition
 │   ├── IndexRecordError            (also ValueError)
 │   ├── StoreFormatError            (also ValueError)
@@ -25,7 +24,7 @@ ResultLogError                      the root (resultlog, resultlog.schemas)
 │   ├── Cancelled                   a restore of a partition no longer assigned stops
 │   ├── BadRequestError             the HTTP API answers 400 (also ValueError)
 │   └── NotServedError              the HTTP API answers 404 or 503
-├── ProducerError                   the writers: worker, leases, purge (resultlog.producer)
+├── ProducerError                   the writers: worker, leases, purge, spend (resultlog.producer)
 │   ├── PersistenceError
 │   ├── ModelError
 │   ├── SolverError
@@ -38,6 +37,7 @@ ResultLogError                      the root (resultlog, resultlog.schemas)
 │   ├── LeaseTakenOverError
 │   ├── PurgeError
 │   │   └── PurgeLeasedError
+│   ├── SpendLedgerError
 │   ├── WorkError
 │   ├── RescoreError
 │   ├── InspectPluginError

@@ -10,9 +10,9 @@ from typing import cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resultlog.consumers.spend import LedgerEntry, Seen, SpendLedger
 from resultlog.producer._budget import bounded_estimate, verdict
 from resultlog.producer._shared_budget import SharedBudget
+from resultlog.producer.spend import LedgerEntry, Seen, SpendLedger
 
 FAR = 2**62  # an expiry that never passes
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 
 from resultlog.consumers import fold_records, read_run_records
-from resultlog.consumers.spend import LedgerEntry, open_ledger
 from resultlog.consumers.work import WorkProgress
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import purge_run
 from resultlog.producer.offline import Behavior, ModelServer
+from resultlog.producer.spend import LedgerEntry, open_ledger
 from resultlog.producer.worker import CHUNK_FAILED, RunSpec, plan_chunks, submit_chunks
 from resultlog.schemas import RunKey, encode_key
 from resultlog.settings import Settings

@@ -24,8 +24,8 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Messag
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from resultlog.consumers._scan import watermark_offsets
-from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce, produce_acked
+from resultlog.producer.errors import ProducerError
 from resultlog.schemas import RunKey, encode_key, partition_for, run_key_prefix
 
 __all__ = ["LedgerEntry", "Seen", "SpendLedger", "SpendLedgerError", "open_ledger"]
@@ -35,7 +35,7 @@ _POLL_S = 0.1
 _FETCH_WAIT_MS = 5
 
 
-class SpendLedgerError(ConsumerError):
+class SpendLedgerError(ProducerError):
     """The spend ledger could not be read or written."""
 
 
