@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from resultlog.consumers._scan import watermark_offsets
 from resultlog.consumers.aggregator.store import (
@@ -24,9 +25,51 @@ log = logging.getLogger(__name__)
 _ACK_TIMEOUT_S = 30.0
 _READ_STALL_S = 30.0  # no record and no end of partition for this long: the read failed
 _BATCH = 5000
+_QUEUE_CHUNK = 10_000  # entries queued per produce_batch call, within the local queue's room
+_QUEUE_WAIT_S = 30.0  # the local queue stays full this long: the write failed
 # Gapless: a message that fails fails every later one, so the marker's delivery vouches for
 # the entries before it (no callback per entry).
 _PRODUCER = {"linger.ms": 2, "enable.gapless.guarantee": True}
+
+
+class _Sending:
+    """One flush's records queued on the changelog producer, until its marker is heard."""
+
+    def __init__(self, changelog: KafkaChangelog, partition: int) -> None:
+        self._changelog = changelog
+        self._partition = partition
+        self.producer: Producer | None = None
+        self._offset: int | None = None
+        self._error: str | None = None
+
+    def delivered(self, error: KafkaError | None, message: Message) -> None:
+        """The marker's delivery report."""
+        if error is not None:
+            self.failed(error.str())
+        else:
+            self._offset = (message.offset() or 0) + 1
+
+    def failed(self, reason: str) -> None:
+        """It cannot be acknowledged."""
+        self._error = self._error or reason
+
+    def done(self) -> bool:
+        """Whether the marker was heard of (serves the producer's delivery reports)."""
+        if self._offset is None and self._error is None and self.producer is not None:
+            self.producer.poll(0)
+        return self._offset is not None or self._error is not None
+
+    def wait(self) -> int:
+        """The offset after the marker, once acknowledged; ChangelogError if it was not."""
+        if not self.done() and self.producer is not None:
+            self.producer.flush(_ACK_TIMEOUT_S)
+        if self._offset is None:
+            if self.producer is not None:
+                self._changelog._lost(self.producer)
+            reason = self._error or "no acknowledgement in time"
+            topic = self._changelog.topic
+            raise ChangelogError(f"cannot write {topic}[{self._partition}]: {reason}")
+        return self._offset
 
 
 class KafkaChangelog:
@@ -39,36 +82,31 @@ class KafkaChangelog:
         self._producer = kafka.durable_producer(_PRODUCER)
         self._watermarks = kafka.reader()
 
-    def write(self, partition: int, entries: Entries, marker: bytes | None) -> int:
-        """Write the entries, then the marker (None: its tombstone), acknowledged; the offset
-        after the marker. Only the marker's delivery is heard: the producer is gapless, so a
-        marker delivered means every entry before it was."""
-        failed: list[KafkaError] = []
-        marked: list[int] = []
-
-        def delivered_marker(error: KafkaError | None, message: Message) -> None:
-            if error is not None:
-                failed.append(error)
-            else:
-                marked.append(message.offset() or 0)
-
+    def send(self, partition: int, entries: Entries, marker: bytes | None) -> _Sending:
+        """Queue the entries, then the marker (None: its tombstone); only the marker's
+        delivery is heard: the producer is gapless, so a marker delivered means every entry
+        before it was."""
+        sending = _Sending(self, partition)
         producer = self._producer
         try:
-            for key, value in entries:
-                produce(producer, self.topic, key, value, partition=partition)
+            _produce_all(producer, self.topic, partition, entries)
             produce(
                 producer, self.topic, MARKER_KEY, marker,
-                partition=partition, on_delivery=delivered_marker,
+                partition=partition, on_delivery=sending.delivered,
             )  # fmt: skip
-            producer.flush(_ACK_TIMEOUT_S)
         except KafkaClientError as exc:
-            failed.append(KafkaError(KafkaError._FAIL, str(exc)))
-        if failed or not marked:
-            # A gapless producer that lost a message is done for: the next write gets another.
+            sending.failed(str(exc))
+        sending.producer = producer
+        return sending
+
+    def write(self, partition: int, entries: Entries, marker: bytes | None) -> int:
+        """Write the entries, then the marker, acknowledged; the offset after the marker."""
+        return self.send(partition, entries, marker).wait()
+
+    def _lost(self, producer: Producer) -> None:
+        """A gapless producer that lost a message is done for: the next write gets another."""
+        if producer is self._producer:
             self._producer = self._kafka.durable_producer(_PRODUCER)
-            reason = failed[0].str() if failed else "no acknowledgement in time"
-            raise ChangelogError(f"cannot write {self.topic}[{partition}]: {reason}")
-        return marked[0] + 1
 
     def bounds(self, partition: int) -> tuple[int, int]:
         """The partition's low and high watermarks."""
@@ -122,3 +160,35 @@ class KafkaChangelog:
         """Wait for what is queued, then release the clients."""
         self._producer.flush(_ACK_TIMEOUT_S)
         self._watermarks.close()
+
+
+def _produce_all(producer: Producer, topic: str, partition: int, entries: Entries) -> None:
+    """Queue every entry in order, in batches: one produce() call per entry cost a flush
+    several microseconds a key on the consumer thread."""
+    deadline = time.monotonic() + _QUEUE_WAIT_S
+    for start in range(0, len(entries), _QUEUE_CHUNK):
+        batch = [{"key": k, "value": v} for k, v in entries[start : start + _QUEUE_CHUNK]]
+        while batch:
+            try:
+                producer.produce_batch(topic, batch, partition=partition)
+            except KafkaException as exc:
+                raise KafkaClientError(f"cannot queue for {topic}: {exc}") from exc
+            batch = _unqueued(topic, batch)
+            if batch:
+                if time.monotonic() > deadline:
+                    raise KafkaClientError(f"the local queue for {topic} stayed full")
+                producer.poll(0.05)
+
+
+def _unqueued(topic: str, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tail of a batch the full local queue refused, to queue again in order; any other
+    refusal, or a gap (a later entry queued past a refused one), fails the write."""
+    refused = [i for i, message in enumerate(batch) if "_error" in message]
+    if not refused:
+        return []
+    error = batch[refused[0]]["_error"]
+    if refused != list(range(refused[0], len(batch))) or error.code() != KafkaError._QUEUE_FULL:
+        raise KafkaClientError(f"cannot queue for {topic}: {error}")
+    for message in batch[refused[0] :]:
+        del message["_error"]
+    return batch[refused[0] :]

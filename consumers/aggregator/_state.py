@@ -91,7 +91,7 @@ class PartitionState:
     def save_due(self) -> None:
         """At a record boundary: flush the store if its pending writes filled the cache."""
         if self.store is not None and self.store.full:
-            self.store.flush(self.position)
+            self.store.flush(self.position, wait=False)
 
     @property
     def lag(self) -> int:
@@ -257,7 +257,7 @@ class AggregatorState:
                 done = store.fold_until_full(fold, items, done)
                 if store.full:
                     self._touched(state, run_key, run, items[done - 1][0])
-                    store.flush(state.position)
+                    store.flush(state.position, wait=False)
         self._touched(state, run_key, run, items[-1][0])
 
     def delete(self, partition: int, offset: int, record_id: RecordId) -> None:
@@ -443,10 +443,13 @@ class AggregatorState:
         now = time.monotonic()
         for state in self.partitions.values():
             store = state.store
-            if store is None or now - store.flushed_at < older_than_s:
+            if store is None:
+                continue
+            store.land()  # the flush in flight, once acknowledged
+            if now - store.flushed_at < older_than_s:
                 continue
             if store.pending or store.covers != state.position:
-                store.flush(state.position)
+                store.flush(state.position, wait=False)
 
     def close(self) -> None:
         """Flush and close every store (the partitions stay, holding nothing more)."""

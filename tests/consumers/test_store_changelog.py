@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from resultlog.consumers import RunFold
 from resultlog.consumers.aggregator.store import (
     MARKER_KEY,
+    ChangelogError,
     ChangelogRecord,
     Entries,
     LogIdentity,
@@ -36,13 +37,28 @@ _steps = st.tuples(
     st.booleans(),
     extreme_records(),
     st.integers(0, 1),
-    st.sampled_from(["none", "none", "none", "flush", "kill", "new_machine"]),
+    st.sampled_from(["none", "none", "none", "flush", "send", "fail", "kill", "new_machine"]),
     st.integers(0, 6),
 )
 
 
 class _Killed(BaseException):
     """The writer died mid-flush."""
+
+
+class _Sent:
+    """A write in a list: acknowledged once waited for (None: it failed)."""
+
+    def __init__(self, offset: int | None) -> None:
+        self.offset = offset
+
+    def done(self) -> bool:
+        return False  # heard of only when waited for: flushes stay in flight till then
+
+    def wait(self) -> int:
+        if self.offset is None:
+            raise ChangelogError("the marker was never acknowledged")
+        return self.offset
 
 
 class ListChangelog:
@@ -53,7 +69,17 @@ class ListChangelog:
     def __init__(self) -> None:
         self.records: list[ChangelogRecord] = []
         self.die_after: int | None = None
+        self.fail_after: int | None = None  # the next send fails after that many records
         self.end = 0  # the next offset: compaction never moves it
+
+    def send(self, partition: int, entries: Entries, marker: bytes) -> _Sent:
+        if self.fail_after is None:
+            return _Sent(self.write(partition, entries, marker))
+        for key, value in [*entries, (MARKER_KEY, marker)][: self.fail_after]:
+            self.records.append(ChangelogRecord(self.end, key, value))
+            self.end += 1
+        self.fail_after = None
+        return _Sent(None)  # what reached the list stays: a later marker vouches for it
 
     def write(self, partition: int, entries: Entries, marker: bytes) -> int:
         for key, value in [*entries, (MARKER_KEY, marker)]:
@@ -151,6 +177,11 @@ def test_a_store_restored_from_its_changelog_equals_the_in_memory_fold(
             for again, item, index in history[start:]:  # the results tail, read again
                 _apply(disk[RUNS[index]], again, item)
                 store.touched(disk[RUNS[index]])
+        elif then == "fail":  # the changelog never acknowledges: sent again with the next
+            changelog.fail_after = reached
+            store.flush(len(history))
+        elif then == "send":  # in flight (in the changelog, not on disk) until the next flush
+            store.flush(len(history), wait=False)
         elif then == "flush" or store.full:
             store.flush(len(history))
         for key in RUNS:
@@ -225,4 +256,40 @@ def test_a_restore_cut_short_is_finished_by_the_next_one(
     restored, folds, start = _restart(tmp_path / "b", 6, 100, changelog)
     assert start == 6
     assert folds[RUNS[0]].summary() == memory.summary()
+    restored.close()
+
+
+def test_a_flush_in_flight_or_unacknowledged_loses_no_entry(tmp_path: Path) -> None:
+    changelog = ListChangelog()
+    store = _open(tmp_path / "a", 0, 1, changelog).store  # 1 key: evicts at every landing
+    memory = {run_key: RunFold(run_key) for run_key in RUNS}
+    disk = {run_key: store.new_fold(run_key) for run_key in RUNS}
+    records = [make_record(index, 0, run_key=RUNS[index % 2]) for index in range(5)]
+
+    def put(index: int) -> None:
+        for folds in (memory, disk):
+            folds[RUNS[index % 2]].apply(records[index])
+        store.touched(disk[RUNS[index % 2]])
+
+    put(0)
+    changelog.fail_after = 1  # one entry reaches the changelog, its marker never does
+    store.flush(1)
+    put(1)
+    store.flush(2, wait=False)  # in the changelog, not on disk
+    put(2)
+    put(3)
+    store.flush(4)  # lands the one in flight (and evicts), then sends what changed since
+    put(4)
+    store.flush(5)
+    store.close()
+    changelog.compact()
+    restored, folds, start = _restart(tmp_path / "b", 5, 1, changelog)
+    assert start == 5
+    for index, record in enumerate(records):  # removing finds every entry the flushes wrote
+        run_key = RUNS[index % 2]
+        memory[run_key].remove(record.sample_index, record.epoch)
+        folds[run_key].remove(record.sample_index, record.epoch)
+        restored.touched(folds[run_key])
+        assert len(folds[run_key]) == len(memory[run_key])
+        assert folds[run_key].summary() == memory[run_key].summary()
     restored.close()

@@ -26,6 +26,7 @@ __all__ = [
     "ChangelogError",
     "ChangelogRecord",
     "Entries",
+    "Sending",
     "Tail",
     "find_tail",
 ]
@@ -46,13 +47,25 @@ class ChangelogRecord(NamedTuple):
     value: bytes | None
 
 
+class Sending(Protocol):
+    """A flush on its way to the changelog."""
+
+    def done(self) -> bool:
+        """Whether it was acknowledged or failed (`wait` returns at once)."""
+        ...
+
+    def wait(self) -> int:
+        """The changelog offset after its marker, once acknowledged (ChangelogError if not)."""
+        ...
+
+
 class Changelog(Protocol):
     """Where a store's flushes go before they are written to disk."""
 
     topic_id: str  # which changelog topic: its offsets mean nothing in another
 
-    def write(self, partition: int, entries: Entries, marker: bytes) -> int:
-        """Write the entries, then the marker, acknowledged; the offset after the marker."""
+    def send(self, partition: int, entries: Entries, marker: bytes) -> Sending:
+        """Start writing the entries, then the marker (ChangelogError if it cannot start)."""
         ...
 
 

@@ -2,10 +2,12 @@
 
 Writes are buffered in memory and flushed in one atomic write batch together with the offset
 they cover (`next_offset`), so the store always holds the state of a prefix of the partition:
-a SIGKILL at any moment leaves the last flushed prefix, and the tail is read again. Memory
-holds each run's totals, the unflushed changes (a flush is due at 4,096 keys, or
-`cache_keys` if fewer) and about `cache_keys` flushed entries: measured every `cache_keys / 4`
-flushed keys, the maps changed least recently lose theirs first.
+a SIGKILL at any moment leaves the last flushed prefix, and the tail is read again. A flush
+goes to the changelog first and to disk once the changelog acknowledged it; the consumer
+thread does not wait for that: one flush is in flight while the next fills, memory holding
+its values. Memory holds each run's totals, the unflushed changes (a flush is due at 4,096
+keys, or `cache_keys` if fewer) and about `cache_keys` flushed entries: measured every
+`cache_keys / 4` flushed keys, the maps changed least recently lose theirs first.
 """
 
 from __future__ import annotations
@@ -30,7 +32,12 @@ from rocksdict import (
     WriteBufferManager,
 )
 
-from resultlog.consumers.aggregator.store._changelog import Changelog, ChangelogError, Entries
+from resultlog.consumers.aggregator.store._changelog import (
+    Changelog,
+    ChangelogError,
+    Entries,
+    Sending,
+)
 from resultlog.consumers.aggregator.store._codec import (
     LATEST,
     META,
@@ -158,6 +165,9 @@ class PartitionStore:
         self.changelog_offset = 0  # the changelog offset after the last flush held here
         self._repair: set[bytes] = set()  # keys the changelog may hold wrongly: rewritten
         self._retry_at = 0.0  # a failed changelog write: not full again before this
+        # The flush the changelog has not acknowledged yet: (its sending, entries, meta).
+        self._sending: tuple[Sending, Entries, StoreMeta] | None = None
+        self._unsent: Entries = []  # a failed flush's entries: sent again with the next
 
     # -- what the maps call -----------------------------------------------------------------
 
@@ -207,36 +217,71 @@ class PartitionStore:
         """Write every entry to the changelog at the next flush: it does not back this store."""
         self._repair.update(key for key, _ in self.items(b"") if key != META)
 
-    def flush(self, next_offset: int) -> None:
-        """Write the pending entries and changed totals, with the results offset they cover,
-        to the changelog (acknowledged first), then to disk in one batch naming the
-        changelog offset; a failed changelog write keeps them pending."""
+    def flush(self, next_offset: int, *, wait: bool = True) -> None:
+        """Send the pending entries and changed totals, with the results offset they cover,
+        to the changelog; each is written to disk in one batch naming the changelog offset
+        once the changelog acknowledged it (`wait`: now, else at the next flush or `land`).
+        A failed changelog write keeps its entries pending."""
+        self.land(wait=True)  # one flush in flight: the changelog's records stay in order
         self._flushes += 1
         entries = self._entries()
-        meta = None
-        if self.identity is not None:
-            changelog = self.changelog
-            meta = StoreMeta(
-                FORMAT,
-                self.identity,
-                self.partition,
-                next_offset,
-                int(time.time() * 1000),
-                self.changelog_offset,
-                "" if changelog is None else changelog.topic_id,
-            )
-            if changelog is not None and (entries or self.covers != next_offset):
-                try:
-                    offset = changelog.write(self.partition, entries, meta.encode())
-                except ChangelogError as exc:
-                    log.warning("not flushing %s yet: %s", self.path, exc)
-                    self._retry_at = time.monotonic() + _RETRY_S
-                    return
-                meta = dataclasses.replace(meta, changelog_offset=offset)
+        if self.identity is None:
+            self._write(entries, None)
+            self._sent()
+            self._landed()
+            return
+        changelog = self.changelog
+        meta = StoreMeta(
+            FORMAT,
+            self.identity,
+            self.partition,
+            next_offset,
+            int(time.time() * 1000),
+            self.changelog_offset,
+            "" if changelog is None else changelog.topic_id,
+        )
+        if changelog is None or not (entries or self.covers != next_offset):
+            self._write(entries, meta)
+            self.covers = next_offset
+            self._sent()
+            self._landed()
+            return
+        try:
+            sending = changelog.send(self.partition, entries, meta.encode())
+        except ChangelogError as exc:
+            self._sent()
+            self._failed(entries, exc)
+            return
+        self._sending = (sending, entries, meta)
+        self._sent()
+        if wait:
+            self.land(wait=True)
+
+    def land(self, *, wait: bool = False) -> None:
+        """Write the flush in flight to disk once the changelog acknowledged it (`wait`:
+        waiting for that); a failed one's entries go again with the next flush."""
+        if self._sending is None:
+            return
+        sending, entries, meta = self._sending
+        if not wait and not sending.done():
+            return
+        self._sending = None
+        try:
+            offset = sending.wait()
+        except ChangelogError as exc:
+            self._failed(entries, exc)
+            return
+        meta = dataclasses.replace(meta, changelog_offset=offset)
         self._write(entries, meta)
-        if meta is not None:
-            self.covers, self.changelog_offset = next_offset, meta.changelog_offset
-        self._flushed()
+        self.covers, self.changelog_offset = meta.next_offset, offset
+        self._landed()
+
+    def _failed(self, entries: Entries, exc: ChangelogError) -> None:
+        """Keep a flush's entries to send again (memory still holds their values)."""
+        log.warning("not flushing %s yet: %s", self.path, exc)
+        self._retry_at = time.monotonic() + _RETRY_S
+        self._unsent.extend(entries)
+        self.pending = max(self.pending, len(self._unsent))
 
     def _write(self, entries: Entries, meta: StoreMeta | None) -> None:
         """Write entries (None: delete) and the meta entry in one batch."""
@@ -251,7 +296,8 @@ class PartitionStore:
         self._db.write(batch)
 
     def _entries(self) -> Entries:
-        """Every pending change as (store key, bytes or None: deleted)."""
+        """Every pending change as (store key, bytes or None: deleted), a key once: what a
+        failed flush left first, then what changed since (newer values replace those)."""
         entries: Entries = []
         for mapping in self._changed:
             known = mapping.known
@@ -262,13 +308,16 @@ class PartitionStore:
         for run_key, fold in self._unsaved.items():
             encoded = encode_totals(fold.state(), len(fold)) if len(fold) else None
             entries.append((totals_key(run_key), encoded))
+        if self._unsent:
+            entries = list(dict([*self._unsent, *entries]).items())
+            self._unsent = []
         if self._repair:
             written = {key for key, _ in entries}
             entries.extend((k, self._db.get(k)) for k in self._repair if k not in written)
         return entries
 
-    def _flushed(self) -> None:
-        """Forget what was pending (all of it written) and evict if memory holds too much."""
+    def _sent(self) -> None:
+        """Forget what was pending: it is in flight (memory holds its values until landed)."""
         for mapping in self._changed:
             mapping.unflushed.clear()
             mapping.used = self._flushes
@@ -277,10 +326,13 @@ class PartitionStore:
         self._grown += self.pending
         self.pending = 0
         self._unsaved.clear()
+        self.flushed_at = time.monotonic()
+
+    def _landed(self) -> None:
+        """A flush is on disk: evict if memory holds too much."""
         if self._grown * 4 >= self._limit:  # measuring walks every map: not at every flush
             self._grown = 0
             self._evict()
-        self.flushed_at = time.monotonic()
 
     def write_restored(self, entries: Entries, meta: StoreMeta) -> None:
         """Write entries read from the changelog and the meta they bring, in one batch."""
@@ -350,6 +402,8 @@ class PartitionStore:
         if held <= self._limit:
             return
         for mapping in sorted(self._maps.values(), key=_used):
+            if mapping.unflushed:  # changed since the flush that landed: not on disk yet
+                continue
             held -= mapping.forget()
             if held <= self._limit:
                 return
