@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,16 +15,22 @@ import pytest
 from rocksdict import AccessType, Options, Rdict
 
 from resultlog.consumers.aggregator import Aggregator
-from resultlog.consumers.aggregator.store import partition_path
+from resultlog.consumers.aggregator._changelog import KafkaChangelog
+from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator._opener import StoreOpener
+from resultlog.consumers.aggregator.standby._copy import Released, WarmCopy
+from resultlog.consumers.aggregator.store import LogIdentity, open_store, partition_path
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunKey
+from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.support.aggregator_process import two_epoch_records
 from tests.support.kafka import drop_topics, topic_settings, write_many
+from tests.support.records import make_record
 from tests.support.summaries import bare, expected
 from tests.support.waiting import wait_for
 
 RUNS = [RunKey(f"standby-{i}", "arith", "openai/gpt-4o") for i in range(6)]
+DAY_MS = 24 * 3600 * 1000
 
 
 @pytest.fixture
@@ -126,3 +133,62 @@ def test_a_leaving_instances_partitions_are_handed_over_reading_only_the_tail(
 def bare_lookup(aggregator: Aggregator, run_key: RunKey) -> object:
     found = aggregator.lookup(run_key)
     return None if found.summary is None else bare(found.summary)
+
+
+def test_a_copy_released_mid_restore_is_finished_by_the_open_path(
+    kafka_bootstrap: str, unique_name: str, tmp_path: Path
+) -> None:
+    """A copy handed over between two batches of its changelog read (its store says a
+    restore began): the open path reads on from where it began, equal to a full replay."""
+    settings = topic_settings(kafka_bootstrap, unique_name, partitions=1)
+    runs = [RunKey(f"long-{i}", "arith", "openai/gpt-4o") for i in range(6)]
+    try:
+        write_many(settings, records(runs, 5000), window=2000)  # ~90k changelog records
+        with instance(settings, tmp_path, "a") as a:
+            wait_for(lambda: a.health().ready, "a caught up")
+        kafka = KafkaConnection(settings)
+        cluster_id, topic_id = kafka.topic_identity(settings.results_topic)
+        identity = LogIdentity(cluster_id, settings.results_topic, topic_id, 1)
+        changelog = KafkaChangelog(kafka)
+        end = len(runs) * 10_000
+        root = tmp_path / "b"
+        copy = WarmCopy(0, "a")
+        copy.store = open_store(root, identity, 0, (0, end), max_age_ms=DAY_MS, cache_keys=1).store
+        store = copy.store
+
+        def release_once_restoring() -> None:
+            wait_for(lambda: (meta := store.meta()) is not None and meta.restoring, "a batch")
+            copy.releasing = True
+
+        releaser = threading.Thread(target=release_once_restoring)
+        releaser.start()
+        with pytest.raises(Released):
+            copy.tail(changelog, identity)
+        releaser.join()
+        meta = store.meta()
+        assert meta is not None and meta.restoring and meta.changelog_offset == 0
+        store.close()
+        changelog.close()
+        opener = StoreOpener(
+            kafka, AggregatorMetrics(lambda: (a.health(), 0)), 1, root=root, max_age_ms=DAY_MS
+        )
+        try:
+            found, _ = opener.open(0, (0, end))
+            assert found.refused is None and found.next_offset == end
+            for run_key in runs:
+                assert bare(found.folds[run_key].summary()) == expected(settings, run_key)
+            found.store.close()
+        finally:
+            opener.close()
+    finally:
+        drop_topics(settings)
+
+
+def records(runs: list[RunKey], samples: int) -> list[SampleResult]:
+    """Two epochs of each of `samples` samples of each run."""
+    return [
+        make_record(i, epoch, "CI"[(i + epoch) % 2], run_key=run_key, dataset_size=samples)
+        for run_key in runs
+        for i in range(samples)
+        for epoch in range(2)
+    ]

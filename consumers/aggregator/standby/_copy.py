@@ -13,6 +13,7 @@ from resultlog.consumers.aggregator.store import (
     LogIdentity,
     PartitionStore,
     Refused,
+    StoreFormatError,
     restore_changelog,
 )
 from resultlog.consumers.errors import ConsumerError
@@ -41,14 +42,22 @@ class WarmCopy:
     _whole: bool = False  # a flush longer than a chunk: read to the end at once
 
     @property
-    def behind(self) -> int:
-        """Changelog records not yet applied."""
-        return max(0, self.end - self.offset)
-
-    @property
     def more(self) -> bool:
         """Whether the next `tail` has complete flushes to read without waiting for more."""
         return self.offset < self.end and self.end != self._tried
+
+    def held(self) -> str:
+        """What the store holds, as its meta says: the changelog offset after its last
+        flush, "mid-restore from" the offset a read cut short began at, or "none"."""
+        assert self.store is not None  # under the lock, open
+        try:
+            meta = self.store.meta()
+        except StoreFormatError as exc:
+            return f"none ({exc})"
+        if meta is None:
+            return "none"
+        prefix = "mid-restore from " if meta.restoring else ""
+        return f"{prefix}{meta.changelog_offset}"
 
     def tail(self, changelog: KafkaChangelog, identity: LogIdentity) -> Refused | None:
         """Apply the complete flushes written since the last call (a chunk of them); why the

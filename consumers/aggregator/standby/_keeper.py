@@ -129,8 +129,8 @@ class StandbyKeeper:
         with copy.lock:
             if copy.store is not None:
                 log.info(
-                    "handing the warm copy of %s[%d] over at changelog offset %d (%d behind)",
-                    self._topic, partition, copy.offset, copy.behind,
+                    "handing the warm copy of %s[%d] over at changelog offset %s of %d",
+                    self._topic, partition, copy.held(), copy.end,
                 )  # fmt: skip
                 copy.store.close()
                 copy.store = None
