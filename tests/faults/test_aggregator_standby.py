@@ -162,7 +162,7 @@ def test_a_standby_whose_active_dies_mid_restore_is_handed_over_where_it_stands(
     with member(replicated, "a", stop=signal.SIGKILL) as a:
         a.wait_equal(replicated, runs)
         with member(replicated, "b") as b:
-            moved = wait_for(lambda: _catching_up(b), "b's copies of a's partitions catching up")
+            moved = wait_for(lambda: _catching_up(a, b), "b's copies of a's partitions catching up")
             b.process.send_signal(signal.SIGSTOP)  # frozen mid-restore
             a.process.send_signal(signal.SIGKILL)
             time.sleep(SESSION_TIMEOUT_S + 2)  # both sessions expire: b rejoins alone
@@ -172,13 +172,13 @@ def test_a_standby_whose_active_dies_mid_restore_is_handed_over_where_it_stands(
     assert set(handed_over(b.stderr)) == moved, b.stderr[-3000:]
 
 
-def _catching_up(agg: AggregatorProcess) -> set[int]:
-    """The partitions of which `agg` holds warm copies, once all are open (each has seen its
-    changelog's end) and one of them is still behind."""
-    copies = health(agg)["standby"].values()
-    if not copies or not all(c["changelog_end"] > 0 for c in copies):
+def _catching_up(a: AggregatorProcess, b: AggregatorProcess) -> set[int]:
+    """The partitions of `a` that `b` keeps warm, once it keeps them all and one of its
+    copies is still behind."""
+    copies = health(b)["standby"]
+    if set(copies) != set(health(a)["partitions"]):
         return set()
-    return {int(p) for p in health(agg)["standby"]} if any(c["behind"] for c in copies) else set()
+    return {int(p) for p in copies} if any(c["behind"] for c in copies.values()) else set()
 
 
 def _records(runs: list[RunKey], samples: int) -> list[SampleResult]:

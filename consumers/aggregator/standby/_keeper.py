@@ -136,10 +136,14 @@ class StandbyKeeper:
                 copy.store = None
 
     def health(self) -> tuple[StandbyHealth, ...]:
-        """The partitions kept warm, and how far behind their changelog each is."""
+        """The partitions kept warm (their copies open), and how far behind each is."""
         with self._lock:
             copies = sorted(self._copies.values(), key=lambda c: c.partition)
-        return tuple(StandbyHealth(c.partition, c.owner, c.offset, c.end) for c in copies)
+        return tuple(
+            StandbyHealth(c.partition, c.owner, c.offset, c.end)
+            for c in copies
+            if c.store is not None
+        )
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop keeping copies and close them (their directories stay)."""
