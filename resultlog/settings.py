@@ -142,6 +142,10 @@ class Settings(BaseSettings):
     indexes, filters) that the memtables are charged to as well."""
     aggregator_save_interval_s: float = Field(default=2.0, gt=0.0, le=3_600.0)
     """How often pending fold state is written to the state directory."""
+    aggregator_standby_replicas: int = Field(default=0, ge=0, le=1_000)
+    """Standby replicas: how many other instances' partitions each aggregator instance keeps
+    warm copies of (their stores, tailed from the changelog), so that a failover hands a warm
+    copy over instead of restoring it."""
     index_topic: str = "resultlog.run-index"
     """The run index the aggregator keeps (compacted, partitioned like the results): where each
     run's records lie, so a reader of one run reads its records, not its whole partition."""

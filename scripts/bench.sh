@@ -33,9 +33,10 @@ if $quick; then
   write_args=(--rounds 2)
   rebuild_args=(--records 100000) peer_args=(--records 100000) memory_args=() fold_args=()
   history_args=(--others 0,100000,300000)
+  failover_args=(--records 100000)
   commands_args=(--others 100000)
   modules=(cli_startup one_run_commands codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory
-    peer_quix write_path shared_budget history)
+    peer_quix write_path shared_budget history failover)
   twin_counts="at the same counts (fold memory at 20k records)"
 else
   echo "make bench: about 50 minutes on an idle 2-core machine (100k, 1M and 3M records;" \
@@ -49,9 +50,10 @@ else
   write_args=(--rounds 3 --profile)
   rebuild_args=(--records 100000,1000000) peer_args=(--records 100000) memory_args=() fold_args=()
   history_args=(--others 0,1000000,3000000)
+  failover_args=(--records 1100000)
   commands_args=(--others 1000000)
   modules=(cli_startup one_run_commands codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory
-    peer_quix write_path shared_budget scale history)
+    peer_quix write_path shared_budget scale history failover)
   twin_counts="at 100k records only for replay and rebuild (no twin figure at 1M), fold memory \
 at 20k"
 fi
@@ -88,6 +90,7 @@ args_of() {  # MODULE: its arguments in the main pass, into `args`
     fold_memory) args=("${memory_args[@]}") ;;
     fold_decode) args=("${fold_args[@]}") ;;
     history) args=("${history_args[@]}") ;;
+    failover) args=("${failover_args[@]}") ;;
     one_run_commands) args=("${commands_args[@]}") ;;
     *) args=() ;;
   esac

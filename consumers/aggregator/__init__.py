@@ -12,7 +12,9 @@ them), so per-partition state is self-contained: a SIGKILL at any moment followe
 restart, or a rebalance between instances of one group, converges to what replay computes.
 Nothing is committed: offsets would name a resume point this design never uses; lag is
 exported on /healthz and /metrics instead. Assignment uses cooperative-sticky, so a rebalance
-only re-folds partitions that actually moved; its callbacks receive only the delta.
+only re-folds partitions that actually moved; its callbacks receive only the delta. With
+standby replicas (`standby`) an instance keeps warm copies of other instances' partitions'
+stores, tailed from their changelog, which a failover hands over instead of restoring.
 
 A partition is caught up once it has been read up to the high watermark seen when it was
 assigned (or to its end); until then its runs are neither published nor served, so a rebuild

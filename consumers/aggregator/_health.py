@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Health", "PartitionHealth"]
+__all__ = ["Health", "PartitionHealth", "StandbyHealth"]
 
 
 @dataclass(frozen=True)
@@ -22,12 +22,28 @@ class PartitionHealth:
 
 
 @dataclass(frozen=True)
+class StandbyHealth:
+    """A partition this instance keeps warm for another: how far its copy has read."""
+
+    partition: int
+    owner: str  # the member serving it (its instance id, else its member id)
+    changelog_offset: int  # the copy holds every flush below this offset
+    changelog_end: int  # the changelog's end when last looked at
+
+    @property
+    def behind(self) -> int:
+        """Changelog records the copy has not applied yet."""
+        return max(0, self.changelog_end - self.changelog_offset)
+
+
+@dataclass(frozen=True)
 class Health:
     """Readiness: joined the group, holding partitions, and every one of them caught up."""
 
     running: bool
     joined: bool
     partitions: tuple[PartitionHealth, ...]
+    standby: tuple[StandbyHealth, ...] = ()  # warm copies: never served, not in readiness
 
     @property
     def ready(self) -> bool:
@@ -71,6 +87,15 @@ class Health:
                     "restoring": p.restoring is not None,
                 }
                 for p in self.partitions
+            },
+            "standby": {
+                str(s.partition): {
+                    "owner": s.owner,
+                    "changelog_offset": s.changelog_offset,
+                    "changelog_end": s.changelog_end,
+                    "behind": s.behind,
+                }
+                for s in self.standby
             },
         }
 

@@ -29,6 +29,7 @@ from resultlog.consumers.aggregator._opener import StoreOpener
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
 from resultlog.consumers.aggregator._restorer import Restore, Restorer
 from resultlog.consumers.aggregator._state import AggregatorState, Job, Shared, utc_now
+from resultlog.consumers.aggregator.standby import StandbyKeeper
 from resultlog.consumers.aggregator.store import LogIdentity
 from resultlog.consumers.dlq import DeadLetterWriter
 from resultlog.consumers.errors import ConsumerError
@@ -62,6 +63,7 @@ class ConsumerLoop:
         stopping: threading.Event,
         publish_interval_s: float,
         state_dir: Path,
+        standby: StandbyKeeper | None = None,
     ) -> None:
         """Check the topics, then subscribe `consumer` (closed on failure)."""
         self.topic = kafka.results_topic
@@ -91,7 +93,7 @@ class ConsumerLoop:
             self._opener = StoreOpener(
                 kafka, metrics, results, root=state_dir, max_age_ms=max_age_ms
             )
-            self._restorer = Restorer(self._opener)
+            self._restorer = Restorer(self._opener, standby)  # it stops the standby too
             self._restoring: set[int] = set()  # assigned, paused until their stores restored
             self._save_interval_s = kafka.settings.aggregator_save_interval_s
             self._index = RunIndexWriter(kafka, results)

@@ -54,6 +54,24 @@ class _StateCollector(Collector):
         for partition in health.partitions:
             lag.add_metric([str(partition.partition)], partition.lag)
         yield lag
+        yield from _standby(health)
+
+
+def _standby(health: Health) -> Iterator[Metric]:
+    """The partitions kept warm for other instances, and how far behind each copy is."""
+    yield GaugeMetricFamily(
+        f"{_PREFIX}_standby_partitions",
+        "Results-topic partitions this instance keeps warm copies of (standby replicas).",
+        value=len(health.standby),
+    )
+    behind = GaugeMetricFamily(
+        f"{_PREFIX}_standby_lag",
+        "Changelog records a warm copy has not applied yet.",
+        labels=["partition"],
+    )
+    for copy in health.standby:
+        behind.add_metric([str(copy.partition)], copy.behind)
+    yield behind
 
 
 class _SpendCollector(Collector):

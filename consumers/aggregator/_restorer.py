@@ -2,7 +2,9 @@
 
 The rebalance callback starts them and returns at once; the consumer thread adopts each
 finished one (`finished`) and starts reading its partition from where its state ends.
-Meanwhile `/healthz` and the page show how far each has read its changelog.
+Meanwhile `/healthz` and the page show how far each has read its changelog. With standby
+replicas, each restore first has the keeper release its warm copy of the partition (RocksDB
+locks a store's directory), so the open finds that copy and reads only the changelog's tail.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 
 from resultlog.consumers.aggregator._opener import Cancelled, StoreOpener
+from resultlog.consumers.aggregator.standby import StandbyKeeper
 from resultlog.consumers.aggregator.store import LogIdentity, Opened
 
 __all__ = ["Restore", "Restorer"]
@@ -41,15 +44,18 @@ class Restore:
 
 
 class Restorer:
-    """The restores under way, a thread each."""
+    """The restores under way, a thread each; and the standby keeper, told of each change."""
 
-    def __init__(self, opener: StoreOpener) -> None:
+    def __init__(self, opener: StoreOpener, standby: StandbyKeeper | None = None) -> None:
         self._opener = opener
+        self._standby = standby
         self._lock = threading.Lock()
         self._running: dict[int, Restore] = {}
 
     def start(self, bounds: dict[int, tuple[int, int | None]]) -> None:
         """Restore these partitions' stores, each on a thread of its own."""
+        if self._standby is not None:
+            self._standby.assigned(bounds)
         share = max(1, len(bounds))
         for partition, limits in sorted(bounds.items()):
             restore = Restore(partition, limits)
@@ -61,17 +67,21 @@ class Restorer:
 
     def _run(self, restore: Restore, share: int) -> None:
         try:
+            if self._standby is not None:
+                self._standby.release(restore.partition)
             restore.opened, restore.identity = self._opener.open(
                 restore.partition, restore.bounds, share, restore.progress
             )
-            if restore.cancelled.is_set():
-                restore.opened.store.close()
         except Cancelled:
             log.info("stopped restoring partition %d: revoked", restore.partition)
         except BaseException as exc:  # handed to the consumer thread, which stops
             restore.error = exc
         finally:
-            restore.done.set()
+            with self._lock:  # cancelled before or after: exactly one of us closes the store
+                restore.done.set()
+                unwanted = restore.cancelled.is_set()
+            if unwanted and restore.opened is not None:
+                restore.opened.store.close()
 
     def finished(self) -> list[Restore]:
         """The restores that ended since the last call (cancelled ones left out)."""
@@ -88,18 +98,26 @@ class Restorer:
 
     def cancel(self, partitions: set[int]) -> None:
         """Stop restoring revoked partitions (their stores are closed, nothing written)."""
+        ended: list[Restore] = []
         with self._lock:
             for partition in partitions:
                 restore = self._running.pop(partition, None)
                 if restore is not None:
                     restore.cancelled.set()
+                    if restore.done.is_set():  # restored, not yet adopted: nobody else will
+                        ended.append(restore)
+        for restore in ended:
+            if restore.opened is not None:
+                restore.opened.store.close()
+        if self._standby is not None:
+            self._standby.revoked(partitions)
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Cancel every restore and wait for their threads."""
+        """Cancel every restore and wait for their threads; stop keeping warm copies."""
+        if self._standby is not None:
+            self._standby.stop(timeout_s)
         with self._lock:
             running = list(self._running.values())
-            self._running.clear()
-        for restore in running:
-            restore.cancelled.set()
+        self.cancel({restore.partition for restore in running})
         for restore in running:
             restore.done.wait(timeout_s)

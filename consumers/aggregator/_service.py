@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from resultlog.consumers.aggregator._state import (
     Shared,
     utc_now,
 )
+from resultlog.consumers.aggregator.standby import StandbyKeeper
 from resultlog.consumers.resume import RunRecords, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, RunSummary
@@ -56,6 +58,7 @@ class Aggregator:
         self.metrics = AggregatorMetrics(self._snapshot, self._spend)
         self._stopping = threading.Event()
         self._loop: ConsumerLoop | None = None
+        self._standby: StandbyKeeper | None = None
         self._thread: threading.Thread | None = None
 
     # -- life cycle -------------------------------------------------------------------------
@@ -65,6 +68,11 @@ class Aggregator:
         if self._thread is not None:
             raise RuntimeError("the aggregator was already started")
         consumer = self._kafka.group_consumer(self.group_id, self._consumer_overrides)
+        replicas = self._kafka.settings.aggregator_standby_replicas
+        if replicas > 0:
+            self._standby = StandbyKeeper(
+                self._kafka, consumer, self.group_id, self.state_dir, replicas
+            )
         self._loop = ConsumerLoop(
             self._kafka,
             self._shared,
@@ -73,6 +81,7 @@ class Aggregator:
             stopping=self._stopping,
             publish_interval_s=self.publish_interval_s,
             state_dir=self.state_dir,
+            standby=self._standby,
         )
         self._shared.state.running = True
         self._thread = threading.Thread(
@@ -160,9 +169,15 @@ class Aggregator:
         return read_run_records(self._kafka, run_key, timeout_s=_RECORDS_TIMEOUT_S, stop=stop)
 
     def health(self) -> Health:
-        """Readiness and per-partition lag."""
+        """Readiness, per-partition lag and the warm copies kept for other instances."""
         with self._shared.lock:
-            return self._shared.state.health()
+            health = self._shared.state.health()
+        return self._with_standby(health)
+
+    def _with_standby(self, health: Health) -> Health:
+        if self._standby is None:
+            return health
+        return dataclasses.replace(health, standby=self._standby.health())
 
     def exposition(self) -> tuple[bytes, str]:
         """The /metrics body (Prometheus text format) and its content type."""
@@ -170,7 +185,8 @@ class Aggregator:
 
     def _snapshot(self) -> tuple[Health, int]:
         with self._shared.lock:
-            return self._shared.state.health(), self._shared.state.runs_tracked()
+            health, runs = self._shared.state.health(), self._shared.state.runs_tracked()
+        return self._with_standby(health), runs
 
     def _spend(self) -> list[tuple[RunKey, float]]:
         """Each served run's spend (caught-up partitions only: a rebuild would under-report)."""

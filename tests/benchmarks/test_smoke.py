@@ -38,6 +38,7 @@ SMOKE: dict[str, tuple[str, int]] = {
     "shared_budget": ("--samples 10 --rounds 1 --concurrency 2", 1),
     "scale": ("--workers 1,2 --samples 8 --epochs 1 --chunks 2 --partitions 2 --latency-ms 1", 1),
     "history": ("--others 0,2000,4000", 11),  # 4 reads x 2 counts, RSS, 2 restarts
+    "failover": ("--records 4000 --replicas 1 --tail 2000", 1),
 }
 # history waits a save interval of the aggregator's stores at each count before it reads.
 ENV = {"history": {"RESULTLOG_AGGREGATOR_SAVE_INTERVAL_S": "1"}}
