@@ -14,7 +14,7 @@ from resultlog.consumers._ingest import Ingested, Ingestor
 from resultlog.consumers.aggregator._index import RunIndexWriter
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._state import Shared
-from resultlog.consumers.aggregator.participants import Participant
+from resultlog.consumers.aggregator.participants import Participant, overriding
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution
 from resultlog.kafka import KafkaConnection, arrived
@@ -53,7 +53,7 @@ class IngestStep:
         self._ingestor = ingestor
         self._index = index
         self._restoring = restoring  # the partitions' own set: it changes under us
-        self._participants = participants
+        self._told = overriding(participants, "ingested")
         self._stopping = stopping
         self._error_logged: dict[int, float] = {}
 
@@ -102,7 +102,7 @@ class IngestStep:
             for partition, offset in ends:
                 state.reached_end(partition, offset)
         if decoded:
-            for participant in self._participants:
+            for participant in self._told:
                 participant.ingested(decoded)
         if unread:
             self._read_again(unread)

@@ -9,6 +9,7 @@ participant means adding it to the list built here, never changing the pass.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from resultlog.consumers.aggregator.participants import (
     RunIndex,
     StoreFlush,
     TopicWatch,
+    overriding,
     summary_publisher,
 )
 from resultlog.kafka import KafkaConnection
@@ -100,6 +102,7 @@ class ConsumerLoop:
                 kafka, shared, metrics, consumer, restorer=self._restorer, participants=told
             )
             self._participants: list[Participant] = [self._partitions, *told]
+            self._timed = overriding(self._participants, "deadline")
             self._ingest = IngestStep(
                 kafka, shared, metrics, consumer,
                 ingestor=Ingestor(kafka.codec, results), index=index,
@@ -143,7 +146,7 @@ class ConsumerLoop:
     def _wait_s(self) -> float:
         """How long the ingest step may wait for records: no later than a participant's
         deadline."""
-        deadline = min(participant.deadline() for participant in self._participants)
+        deadline = min((participant.deadline() for participant in self._timed), default=math.inf)
         return min(_IDLE_WAIT_S, max(0.0, deadline - time.monotonic()))
 
     def _rebuild(self) -> None:

@@ -12,6 +12,7 @@ from resultlog.consumers.aggregator.participants._base import (
     Participant,
     Revocation,
     Why,
+    overriding,
     positions,
 )
 from resultlog.consumers.aggregator.participants._dead_letters import DeadLetters
@@ -36,6 +37,7 @@ __all__ = [
     "StoreFlush",
     "TopicWatch",
     "Why",
+    "overriding",
     "positions",
     "summary_publisher",
 ]

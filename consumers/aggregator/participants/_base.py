@@ -18,7 +18,7 @@ from resultlog.consumers._ingest import Ingested
 from resultlog.consumers.aggregator._state import Shared
 from resultlog.consumers.aggregator.store import LogIdentity
 
-__all__ = ["Adoption", "Bounds", "Participant", "Revocation", "Why", "positions"]
+__all__ = ["Adoption", "Bounds", "Participant", "Revocation", "Why", "overriding", "positions"]
 
 Bounds = tuple[int, int | None]  # a partition's low and high watermarks when it was taken
 
@@ -92,3 +92,9 @@ def positions(shared: Shared) -> dict[int, int]:
     """Per assigned partition: the next offset to read (every record below is applied)."""
     with shared.lock:
         return {p: state.position for p, state in shared.state.partitions.items()}
+
+
+def overriding(participants: Sequence[Participant], hook: str) -> list[Participant]:
+    """The participants that override `hook`: the others' no-op is not worth a call a pass."""
+    default = getattr(Participant, hook)
+    return [p for p in participants if getattr(type(p), hook) is not default]
