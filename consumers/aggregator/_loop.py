@@ -60,10 +60,10 @@ class ConsumerLoop:
         stopping: threading.Event,
         publish_interval_s: float,
         state_dir: Path,
-        participants: Sequence[Participant] = (),
+        extra: Sequence[Participant] = (),
     ) -> None:
-        """Check the topics, then subscribe `consumer` (closed on failure); `participants`
-        are polled after the aggregator's own."""
+        """Check the topics, then subscribe `consumer` (closed on failure); `extra`
+        participants are polled after the aggregator's own."""
         self.topic = kafka.results_topic
         self.failure: BaseException | None = None
         self._stopping = stopping
@@ -85,7 +85,7 @@ class ConsumerLoop:
             index = RunIndexWriter(kafka, results)
             shared.state = AggregatorState(num_partitions=results)
             # In the order of a pass (after the adoption of restored partitions).
-            told: list[Participant] = [
+            participants: list[Participant] = [
                 StoreFlush(shared, kafka.settings.aggregator_save_interval_s),
                 reconciliation,
                 Publication(
@@ -96,17 +96,17 @@ class ConsumerLoop:
                 TopicWatch(
                     shared, self._layout, reconciliation, topic=self.topic, rebuild=self._rebuild
                 ),
-                *participants,
+                *extra,
             ]
             self._partitions = Partitions(
-                kafka, shared, metrics, consumer, restorer=self._restorer, participants=told
+                kafka, shared, metrics, consumer, restorer=self._restorer, participants=participants
             )
-            self._participants: list[Participant] = [self._partitions, *told]
+            self._participants: list[Participant] = [self._partitions, *participants]
             self._timed = overriding(self._participants, "deadline")
             self._ingest = IngestStep(
                 kafka, shared, metrics, consumer,
                 ingestor=Ingestor(kafka.codec, results), index=index,
-                restoring=self._partitions.restoring, participants=told, stopping=stopping,
+                restoring=self._partitions.restoring, participants=participants, stopping=stopping,
             )  # fmt: skip
             consumer.subscribe(
                 [self.topic],

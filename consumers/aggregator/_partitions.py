@@ -46,7 +46,9 @@ class Partitions(Participant):
         participants: Sequence[Participant],
     ) -> None:
         self.topic = kafka.results_topic
-        self.restoring: set[int] = set()  # assigned, paused until their stores restored
+        # Assigned, paused until their stores restored (changed in place: the ingest step
+        # holds this set too).
+        self.restoring: set[int] = set()
         self._kafka = kafka
         self._shared = shared
         self._metrics = metrics

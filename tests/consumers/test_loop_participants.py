@@ -95,7 +95,7 @@ def looping(settings: Settings, state_dir: Path) -> Iterator[tuple[ConsumerLoop,
         loop = ConsumerLoop(
             kafka, shared, metrics, consumer,
             stopping=stopping, publish_interval_s=0.05, state_dir=state_dir,
-            participants=[recorder],
+            extra=[recorder],
         )  # fmt: skip
         thread = threading.Thread(target=loop.run, name="test-loop", daemon=True)
         thread.start()
