@@ -1,0 +1,175 @@
+"""The consumer loop's ingest step: consume a batch, decode it outside the lock, fold it (and
+note it in the run index) under the lock, then hand it to the participants."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from resultlog.consumers._ingest import Ingested, Ingestor
+from resultlog.consumers.aggregator._index import RunIndexWriter
+from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator._state import Shared
+from resultlog.consumers.aggregator.participants import Participant, overriding
+from resultlog.consumers.errors import ConsumerError
+from resultlog.consumers.fold import Contribution
+from resultlog.kafka import KafkaConnection, arrived
+from resultlog.schemas import RegistryError, RunKey
+
+__all__ = ["IngestStep"]
+
+log = logging.getLogger(__name__)
+_BATCH = 2000
+_APPLY_CHUNK = 200  # records folded per hold of the state lock
+_ERROR_LOG_EVERY_S = 30.0
+_REGISTRY_PAUSE_S = 1.0  # before reading again what the registry kept us from decoding
+_REGISTRY_ERROR = -1  # the key of registry failures among the rate-limited error logs
+
+
+class IngestStep:
+    """Folds what the group consumer reads, skipping the partitions still `restoring`."""
+
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        shared: Shared,
+        metrics: AggregatorMetrics,
+        consumer: Consumer,
+        *,
+        ingestor: Ingestor,
+        index: RunIndexWriter,
+        restoring: set[int],
+        participants: Sequence[Participant],
+        stopping: threading.Event,
+    ) -> None:
+        self.topic = kafka.results_topic
+        self._shared = shared
+        self._metrics = metrics
+        self._consumer = consumer
+        self._ingestor = ingestor
+        self._index = index
+        self._restoring = restoring  # the partitions' own set: it changes under us
+        self._told = overriding(participants, "ingested")
+        self._stopping = stopping
+        self._error_logged: dict[int, float] = {}
+
+    def step(self, wait_s: float) -> None:
+        """Consume (waiting at most `wait_s` for the first record) and fold one batch."""
+        self._handle(self._receive(wait_s))
+
+    def _receive(self, wait_s: float) -> list[Message]:
+        try:
+            batch = arrived(self._consumer, _BATCH, wait_s)
+        except KafkaException as exc:
+            raise ConsumerError(f"cannot consume {self.topic}: {exc.args[0]}") from exc
+        return batch
+
+    def _handle(self, batch: list[Message]) -> None:
+        """Decode outside the lock, apply inside it, hand to the participants after."""
+        decoded: list[Ingested] = []
+        ends: list[tuple[int, int]] = []
+        unread: dict[int, int] = {}  # partition -> first offset the registry kept us from
+        for message in batch:
+            error = message.error()
+            partition = message.partition() or 0
+            if partition in self._restoring:  # fetched before its pause: read again later
+                continue
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    self._consume_error(error)
+                elif partition not in unread:
+                    ends.append((partition, message.offset() or 0))
+            elif partition not in unread:  # after a record the registry kept us from: later
+                try:
+                    decoded.append(self._ingestor.ingest(message))
+                except RegistryError as exc:
+                    unread[partition] = message.offset() or 0
+                    self._registry_failed(exc)
+        state = self._shared.state
+        for start in range(0, len(decoded), _APPLY_CHUNK):
+            # Released between chunks: a reader never waits for a whole batch to be folded.
+            with self._shared.lock:
+                chunk = decoded[start : start + _APPLY_CHUNK]
+                self._apply_all(chunk)
+                # Counted before the lock lets readers see the chunk: whoever sees the
+                # folded state (or readiness) sees the records counted too.
+                self._metrics.consumed.inc(len(chunk))
+        with self._shared.lock:
+            for partition, offset in ends:
+                state.reached_end(partition, offset)
+        if decoded:
+            for participant in self._told:
+                participant.ingested(decoded)
+        if unread:
+            self._read_again(unread)
+
+    def _apply_all(self, items: list[Ingested]) -> None:
+        """Apply items in order, each run of consecutive records of one run key at once."""
+        group: list[tuple[int, Contribution]] = []
+        first: Ingested | None = None
+        run_key: RunKey | None = None
+        for item in items:
+            record_id, contribution = item.record_id, item.contribution
+            if first is not None and (
+                contribution is None
+                or record_id is None
+                or item.partition != first.partition
+                # the Ingestor hands out one RunKey object per run key: identity, mostly
+                or (record_id.run_key is not run_key and record_id.run_key != run_key)
+            ):
+                self._put_run(first, run_key, group)
+                first, group = None, []
+            if contribution is None or record_id is None:
+                self._apply(item)
+            else:
+                if first is None:
+                    first, run_key = item, record_id.run_key
+                group.append((item.offset, contribution))
+        if first is not None:
+            self._put_run(first, run_key, group)
+
+    def _put_run(
+        self, first: Ingested, run_key: RunKey | None, group: list[tuple[int, Contribution]]
+    ) -> None:
+        assert run_key is not None  # set with `first`
+        self._index.note_all(first.partition, first.key, group[0][0], group[-1][0])
+        self._shared.state.put_run(first.partition, run_key, group)
+
+    def _apply(self, item: Ingested) -> None:
+        state = self._shared.state
+        self._index.note(item.partition, item.offset, item.key)
+        if item.record_id is None:
+            state.advance(item.partition, item.offset)
+        elif item.contribution is None:
+            state.delete(item.partition, item.offset, item.record_id)
+        else:
+            state.put(item.partition, item.offset, item.record_id, item.contribution)
+
+    def _consume_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            raise ConsumerError(f"fatal consumer error on {self.topic}: {error.str()}")
+        # librdkafka retries on its own and repeats the error on every poll while it lasts.
+        now = time.monotonic()
+        if now - self._error_logged.get(error.code(), -_ERROR_LOG_EVERY_S) >= _ERROR_LOG_EVERY_S:
+            self._error_logged[error.code()] = now
+            log.warning("consumer error on %s (retrying): %s", self.topic, error.str())
+
+    def _registry_failed(self, exc: RegistryError) -> None:
+        now = time.monotonic()
+        if now - self._error_logged.get(_REGISTRY_ERROR, -_ERROR_LOG_EVERY_S) >= _ERROR_LOG_EVERY_S:
+            self._error_logged[_REGISTRY_ERROR] = now
+            log.warning("the schema registry failed (will read again, not dead-letter): %s", exc)
+
+    def _read_again(self, unread: dict[int, int]) -> None:
+        """Rewind partitions to the records the registry kept us from decoding, then pause:
+        a record is never dead-lettered because the registry was away."""
+        for partition, offset in unread.items():
+            try:
+                self._consumer.seek(TopicPartition(self.topic, partition, offset))
+            except KafkaException as exc:  # revoked meanwhile: its new owner reads it
+                log.debug("cannot rewind %s[%d]: %s", self.topic, partition, exc)
+        self._stopping.wait(_REGISTRY_PAUSE_S)
