@@ -87,7 +87,7 @@ class _Collector:
     every restore thread; left off if it was off when the first began).
 
     A restore's records make no cycles, yet the collections their allocations start walk
-    every message and entry held: a fifth of six restores' CPU.
+    every message and entry held: about a sixth of six restores' CPU.
     """
 
     def __init__(self) -> None:
