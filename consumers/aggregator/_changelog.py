@@ -10,21 +10,22 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from resultlog.consumers._scan import watermark_offsets
+from resultlog.consumers._scan import scan_ranges, watermark_offsets
 from resultlog.consumers.aggregator.store import (
     MARKER_KEY,
     ChangelogError,
     ChangelogRecord,
     Entries,
 )
-from resultlog.kafka import KafkaClientError, KafkaConnection, arrived, produce
+from resultlog.consumers.errors import ConsumerError
+from resultlog.kafka import KafkaClientError, KafkaConnection, produce
 
 __all__ = ["KafkaChangelog"]
 
 log = logging.getLogger(__name__)
 _ACK_TIMEOUT_S = 30.0
-_READ_STALL_S = 30.0  # no record and no end of partition for this long: the read failed
-_BATCH = 5000
+_READ_STALL_S = 30.0  # no record for this long: the read failed
+_BATCH = 20_000  # records per list of `entries`: a restore writes each in one batch
 _QUEUE_CHUNK = 10_000  # entries queued per produce_batch call, within the local queue's room
 _QUEUE_WAIT_S = 30.0  # the local queue stays full this long: the write failed
 # Gapless: a message that fails fails every later one, so the marker's delivery vouches for
@@ -119,32 +120,36 @@ class KafkaChangelog:
 
     def read(self, partition: int, start: int, end: int) -> Iterator[ChangelogRecord]:
         """Every record of offsets [start, end) of a partition, in order."""
+        for message in self._messages(partition, start, end):
+            yield ChangelogRecord(message.offset() or 0, message.key() or b"", message.value())
+
+    def entries(
+        self, partition: int, start: int, end: int, size: int = _BATCH
+    ) -> Iterator[tuple[int, Entries]]:
+        """The (key, value) of every record of offsets [start, end) of a partition, in order,
+        in lists of `size`, each with the offset after its last record (a restore's read: no
+        object per record but the pair)."""
+        batch: Entries = []
+        append = batch.append
+        for message in self._messages(partition, start, end):
+            append((message.key() or b"", message.value()))
+            if len(batch) >= size:
+                yield (message.offset() or 0) + 1, batch
+                batch = []
+                append = batch.append
+        if batch:
+            yield end, batch
+
+    def _messages(self, partition: int, start: int, end: int) -> Iterator[Message]:
+        """The messages of offsets [start, end) of a partition, `end` at most its high
+        watermark; ChangelogError if the read fails or stalls."""
         if end <= start:
             return
-        consumer = self._kafka.reader({"enable.partition.eof": True})
+        consumer = self._kafka.reader()
         try:
-            consumer.assign([TopicPartition(self.topic, partition, start)])
-            stalled_at = time.monotonic() + _READ_STALL_S
-            while True:
-                batch = arrived(consumer, _BATCH, 0.5)  # consume() would wait to fill it
-                if not batch and time.monotonic() > stalled_at:
-                    raise ChangelogError(f"{self.topic}[{partition}] stopped answering")
-                for message in batch:
-                    error = message.error()
-                    offset = message.offset() or 0
-                    if error is not None:
-                        if error.code() != KafkaError._PARTITION_EOF:
-                            raise ChangelogError(f"reading {self.topic}: {error.str()}")
-                        if offset >= end:
-                            return
-                        continue
-                    if offset >= end:
-                        return
-                    yield ChangelogRecord(offset, message.key() or b"", message.value())
-                    if offset + 1 >= end:
-                        return
-                if batch:
-                    stalled_at = time.monotonic() + _READ_STALL_S
+            yield from scan_ranges(consumer, self.topic, partition, [(start, end)], _READ_STALL_S)
+        except (ConsumerError, KafkaException) as exc:
+            raise ChangelogError(f"reading {self.topic}[{partition}]: {exc}") from exc
         finally:
             consumer.close()
 

@@ -134,7 +134,7 @@ class StoreOpener:
             try:
                 refused = restore_changelog(
                     store, lambda a, b: changelog.read(partition, a, b), (start, high), identity,
-                    told,
+                    told, entries=lambda a, b: changelog.entries(partition, a, b),
                 )  # fmt: skip
             except Cancelled:
                 store.close()  # what it wrote says `restoring`: the next assignment goes on

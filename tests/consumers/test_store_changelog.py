@@ -1,17 +1,25 @@
 """A store restored from its changelog equals the in-memory fold bit for bit: after a writer
 killed at any point of a flush, on the same machine or a new one, with the changelog fully
-compacted; or the changelog is refused and the partition rebuilt, never trusted wrongly."""
+compacted; or the changelog is refused and the partition rebuilt, never trusted wrongly. A
+restore killed after any of its writes is never trusted half done, and the changelog topic
+reads back what was written to it."""
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import os
+import signal
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resultlog.consumers import RunFold
+from resultlog.consumers.aggregator._changelog import KafkaChangelog
 from resultlog.consumers.aggregator.store import (
     MARKER_KEY,
     ChangelogError,
@@ -26,7 +34,9 @@ from resultlog.consumers.aggregator.store import (
     restore_changelog,
 )
 from resultlog.consumers.aggregator.store._files import OPEN_PATHS
+from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
+from resultlog.settings import Settings
 from tests.consumers.test_state_store import DAY_MS, IDENTITY, RUNS
 from tests.support.records import make_record
 from tests.support.strategies import extreme_records
@@ -293,3 +303,118 @@ def test_a_flush_in_flight_or_unacknowledged_loses_no_entry(tmp_path: Path) -> N
         assert len(folds[run_key]) == len(memory[run_key])
         assert folds[run_key].summary() == memory[run_key].summary()
     restored.close()
+
+
+class _Dying:
+    """A store's database that SIGKILLs its process right after its `after`-th write or
+    flush (what a restore writes: the kill point)."""
+
+    def __init__(self, db: Any, after: int) -> None:
+        self._db = db
+        self._left = after
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+    def write(self, *args: Any) -> None:
+        self._db.write(*args)
+        self._counted()
+
+    def flush(self, wait: bool = True) -> None:
+        self._db.flush(wait)
+        self._counted()
+
+    def _counted(self) -> None:
+        self._left -= 1
+        if self._left == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _restore_then_die(root: Path, records: list[ChangelogRecord], after: int) -> None:
+    """In a process of its own: restore the changelog into root's store, killed right after
+    the `after`-th write or flush of it (or never, if it makes fewer)."""
+    changelog = ListChangelog()
+    changelog.records, changelog.end = records, records[-1].offset + 1
+    store = _open(root, 6, 100, changelog).store
+    start = store.changelog_offset if store.covers is not None else 0
+    store._db = _Dying(store._db, after)  # type: ignore[assignment]  # a stand-in
+    with mock.patch("resultlog.consumers.aggregator.store._restore._BATCH", 2):
+        restore_changelog(store, changelog.read, (start, changelog.end), IDENTITY)
+    store.close()
+
+
+@pytest.mark.parametrize("holding", [0, 2], ids=["new machine", "catching up"])
+def test_a_restore_killed_after_any_write_is_never_trusted_before_it_is_whole(
+    tmp_path: Path, holding: int
+) -> None:
+    # A restore writes without the write-ahead log: its meta must never reach the disk
+    # before the entries it vouches for, whatever write a SIGKILL follows.
+    changelog = ListChangelog()
+    store = _open(tmp_path / "a", 0, 100, changelog).store
+    fold = store.new_fold(RUNS[0])
+    for offset in range(6):
+        fold.apply(make_record(offset % 4, offset // 4, run_key=RUNS[0], value="CI"[offset % 2]))
+        store.touched(fold)
+        store.flush(offset + 1)
+    store.close()
+    flushes = [r.offset + 1 for r in changelog.records if r.key == MARKER_KEY]
+    whole = {end: _restored_to(tmp_path / f"whole-{end}", changelog, end) for end in flushes}
+    seen: set[str] = set()
+    spawned = multiprocessing.get_context("spawn")  # a fork would inherit RocksDB's threads
+    for after in range(1, 30):
+        root = tmp_path / f"b{after}"
+        if holding:  # this machine's store holds the first flushes
+            _restored_to(root, changelog, flushes[holding - 1])
+        child = spawned.Process(target=_restore_then_die, args=(root, changelog.records, after))
+        child.start()
+        child.join(60)
+        cut = _open(root, 6, 100, changelog)
+        meta = cut.meta
+        if meta is not None and not meta.restoring:  # trusted: then whole up to its offset
+            assert _entries(cut.store) == whole[meta.changelog_offset]
+        cut.store.close()
+        restored, _, start = _restart(root, 6, 100, changelog)
+        assert start == 6 and _entries(restored) == whole[changelog.end]  # completed
+        restored.close()
+        seen.add("none" if meta is None else "restoring" if meta.restoring else "trusted")
+        if child.exitcode == 0:
+            break
+        assert child.exitcode == -signal.SIGKILL
+    assert child.exitcode == 0  # the last one was never killed: every kill point was tried
+    assert seen == {"restoring", "trusted"} | ({"none"} if not holding else set())
+
+
+def _restored_to(root: Path, changelog: ListChangelog, end: int) -> dict[bytes, bytes]:
+    """Restore the changelog's flushes up to offset `end` into root's store: its entries."""
+    store = _open(root, 6, 100, changelog).store
+    assert restore_changelog(store, changelog.read, (0, end), IDENTITY) is None
+    entries = _entries(store)
+    store.close()
+    return entries
+
+
+def _entries(store: PartitionStore) -> dict[bytes, bytes]:
+    """Every entry of the store but its meta."""
+    return {key: value for key, value in store.items(b"") if key != MARKER_KEY}
+
+
+def test_the_changelog_topic_reads_back_a_range_as_records_and_as_lists(
+    settings: Settings,
+) -> None:
+    with KafkaConnection(settings) as kafka:
+        changelog = KafkaChangelog(kafka)
+        try:
+            written: Entries = [(b"k%d" % i, None if i % 5 == 4 else b"v%d" % i) for i in range(25)]
+            changelog.write(0, written[:12], b"m1")
+            end = changelog.write(0, written[12:], b"m2")
+            assert changelog.bounds(0) == (0, end) == (0, 27)
+            every = [*written[:12], (MARKER_KEY, b"m1"), *written[12:], (MARKER_KEY, b"m2")]
+            records = list(changelog.read(0, 3, 20))
+            assert [(r.key, r.value) for r in records] == every[3:20]
+            assert [r.offset for r in records] == list(range(3, 20))
+            lists = list(changelog.entries(0, 3, end, size=5))
+            assert [entry for _, entries in lists for entry in entries] == every[3:]
+            assert [reached for reached, _ in lists] == [8, 13, 18, 23, 27]
+            assert list(changelog.read(0, 5, 5)) == [] and list(changelog.entries(0, 9, 9)) == []
+        finally:
+            changelog.close()

@@ -1,7 +1,8 @@
 """The aggregator's saved state under faults, as real processes: a state directory deleted
 while stopped or copied from another log, state (store and changelog) of a results topic
 deleted and re-created since, a deleted changelog topic, and a SIGKILL in the middle of
-writing, on the same machine or a new one; each ends equal to a full replay."""
+writing, on the same machine or a new one, or in the middle of a restore from the changelog;
+each ends equal to a full replay."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from rocksdict import Options, Rdict
 
 from resultlog.consumers.aggregator.store import MARKER_KEY
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunKey
+from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.support.aggregator import path
 from tests.support.aggregator_process import (
@@ -27,6 +28,7 @@ from tests.support.aggregator_process import (
     two_epoch_records,
 )
 from tests.support.kafka import read_partition, run_partition, topic_settings, write_many
+from tests.support.records import make_record
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
@@ -146,12 +148,76 @@ def test_sigkill_while_writing_the_store_then_restart_equals_replay(
     assert consumed < len(two_epoch_records(OLD, range(600))), agg.stderr[-3000:]
 
 
+def test_sigkill_in_the_middle_of_a_restore_then_restart_equals_replay(
+    kafka_bootstrap: str, unique_name: str, tmp_path: Path
+) -> None:
+    # One partition whose changelog takes several of a restore's batches: each sample's
+    # outcome changes twice, so the changelog holds three times what the state does.
+    one = topic_settings(
+        kafka_bootstrap, unique_name, partitions=1, aggregator_state_dir=tmp_path / "state"
+    )
+    try:
+        runs = [RunKey(f"big-{i}", "arith", "openai/gpt-4o") for i in range(10)]
+        for flip in (1, 0, 1):
+            write_many(one, _two_epochs(runs, flip), window=2000)
+        with aggregator_process(one) as agg:
+            agg.wait_equal(one, runs)
+        for _ in range(3):  # a kill once the first batch is written, before the last is
+            shutil.rmtree(_state_dir(one))
+            with aggregator_process(one, stop=signal.SIGKILL) as agg:
+                seen = wait_for(lambda: _restore(agg.url), "a restore", timeout_s=120)
+            left = _meta(_state_dir(one))
+            if seen == "under way":
+                break
+        assert seen == "under way"
+        assert left is None or b'"restoring": true' in left, left  # never trusted half done
+        with aggregator_process(one) as agg:
+            agg.wait_equal(one, runs)
+            assert agg.metric("states_restored_total") == 1
+            assert agg.metric("records_consumed_total") == 0  # restored whole, nothing re-read
+    finally:
+        with KafkaConnection(one) as kafka:
+            kafka.admin().delete_topics(one.every_topic())
+
+
 # -- private helpers ------------------------------------------------------------------------
 
 
 def _state_dir(settings: Settings) -> Path:
     assert settings.aggregator_state_dir is not None
     return settings.aggregator_state_dir
+
+
+def _two_epochs(runs: list[RunKey], flip: int) -> list[SampleResult]:
+    """Two epochs of each of the runs' 1000 samples, their outcomes flipped by `flip`."""
+    return [
+        make_record(i, epoch, "CI"[(i + epoch + flip) % 2], run_key=run_key, dataset_size=1000)
+        for run_key in runs
+        for i in range(1000)
+        for epoch in range(2)
+    ]
+
+
+def _restore(url: str) -> str | None:
+    """How far the restores are: "under way" (one wrote a batch, more to read), "over" (every
+    assigned partition's ended), or None (neither yet)."""
+    health = httpx.get(url + "/healthz", timeout=5).json()
+    if any(0 < p["read"] < p["of"] for p in health["restoring"].values()):
+        return "under way"
+    partitions = health["partitions"].values()
+    return "over" if partitions and not any(p["restoring"] for p in partitions) else None
+
+
+def _meta(root: Path) -> bytes | None:
+    """The meta entry of the one partition store under `root` (None: none on disk)."""
+    (store,) = [meta.parent for meta in root.rglob("CURRENT")]
+    db = Rdict(str(store), Options(raw_mode=True))
+    try:
+        meta = db.get(MARKER_KEY)
+        assert meta is None or isinstance(meta, bytes)
+        return meta
+    finally:
+        db.close()
 
 
 def _flushed(settings: Settings, partitions: set[int]) -> bool:

@@ -5,9 +5,12 @@ they cover (`next_offset`), so the store always holds the state of a prefix of t
 a SIGKILL at any moment leaves the last flushed prefix, and the tail is read again. A flush
 goes to the changelog first and to disk once the changelog acknowledged it; the consumer
 thread does not wait for that: one flush is in flight while the next fills, memory holding
-its values. Memory holds each run's totals, the unflushed changes (a flush is due at 4,096
-keys, or `cache_keys` if fewer) and about `cache_keys` flushed entries: measured every
-`cache_keys / 4` flushed keys, the maps changed least recently lose theirs first.
+its values. A restore from the changelog writes past the write-ahead log, each batch saying
+`restoring`, and puts its memtables on disk before the meta that ends it: nothing half
+written is ever trusted. Memory holds each run's totals, the unflushed changes (a flush is
+due at 4,096 keys, or `cache_keys` if fewer) and about `cache_keys` flushed entries:
+measured every `cache_keys / 4` flushed keys, the maps changed least recently lose theirs
+first.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from rocksdict import (
     RdictIter,
     WriteBatch,
     WriteBufferManager,
+    WriteOptions,
 )
 
 from resultlog.consumers.aggregator.store._changelog import (
@@ -62,6 +66,8 @@ FORMAT = 3  # 3: the meta names the changelog offset the store holds
 _M = TypeVar("_M", LatestMap, SampleMap)
 _FLUSH_KEYS = 4096  # changed keys that make a flush due
 _RETRY_S = 1.0  # after a changelog write failed, before a full store tries again
+_UNLOGGED = WriteOptions()  # a restore's batches: the changelog holds them, not the log
+_UNLOGGED.disable_wal = True  # type: ignore[method-assign,assignment]  # a property: the stub errs
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,7 @@ class PartitionStore:
         # The flush the changelog has not acknowledged yet: (its sending, entries, meta).
         self._sending: tuple[Sending, Entries, StoreMeta] | None = None
         self._unsent: Entries = []  # a failed flush's entries: sent again with the next
+        self._unlogged = False  # writes not in the write-ahead log may be in the memtables
 
     # -- what the maps call -----------------------------------------------------------------
 
@@ -283,16 +290,27 @@ class PartitionStore:
         self._unsent.extend(entries)
         self.pending = max(self.pending, len(self._unsent))
 
-    def _write(self, entries: Entries, meta: StoreMeta | None) -> None:
-        """Write entries (None: delete) and the meta entry in one batch."""
+    def _write(self, entries: Entries, meta: StoreMeta | None, logged: bool = True) -> None:
+        """Write entries (None: delete) and the meta entry in one batch (`logged`: to the
+        write-ahead log too, so that a kill keeps it)."""
         batch = WriteBatch(raw_mode=True)
+        put, delete = batch.put, batch.delete
         for key, value in entries:
             if value is None:
-                batch.delete(key)
+                delete(key)
             else:
-                batch.put(key, value)
+                put(key, value)
         if meta is not None:
             batch.put(META, meta.encode())
+        if not logged:
+            self._db.write(batch, _UNLOGGED)
+            self._unlogged = True
+            return
+        if self._unlogged:
+            # A kill would keep a logged write and lose the unlogged ones before it (memtables
+            # are lost, the log replayed): they reach the disk first.
+            self._db.flush(wait=True)
+            self._unlogged = False
         self._db.write(batch)
 
     def _entries(self) -> Entries:
@@ -335,8 +353,10 @@ class PartitionStore:
             self._evict()
 
     def write_restored(self, entries: Entries, meta: StoreMeta) -> None:
-        """Write entries read from the changelog and the meta they bring, in one batch."""
-        self._write(entries, meta)
+        """Write entries read from the changelog and the meta they bring, in one batch: not
+        logged while the meta says `restoring` (a kill loses what was not flushed, and the
+        restore restarts from its start), logged once the earlier ones are on disk if not."""
+        self._write(entries, meta, logged=not meta.restoring)
         if not meta.restoring:
             self.covers, self.changelog_offset = meta.next_offset, meta.changelog_offset
 
