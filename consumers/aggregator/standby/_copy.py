@@ -73,7 +73,7 @@ class WarmCopy:
         end = high if self._whole else min(high, self.offset + CHUNK)
         refused = restore_changelog(
             store, lambda a, b: changelog.read(partition, a, b), (self.offset, end), identity,
-            self._check,
+            self._check, entries=lambda a, b: changelog.entries(partition, a, b),
         )  # fmt: skip
         if refused is not None:
             return refused
