@@ -23,6 +23,7 @@ from resultlog.consumers.aggregator.store import LogIdentity, open_store, partit
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
+from tests.support.aggregator import started
 from tests.support.aggregator_process import two_epoch_records
 from tests.support.kafka import drop_topics, topic_settings, write_many
 from tests.support.records import make_record
@@ -47,17 +48,11 @@ def replicated(kafka_bootstrap: str, unique_name: str) -> Iterator[Settings]:
     drop_topics(made)
 
 
-@contextlib.contextmanager
-def instance(settings: Settings, root: Path, name: str) -> Iterator[Aggregator]:
+def instance(
+    settings: Settings, root: Path, name: str
+) -> contextlib.AbstractContextManager[Aggregator]:
     """A started aggregator with static membership `name`, its state under root/name."""
-    kafka = KafkaConnection(settings)
-    aggregator = Aggregator(kafka, publish_interval_s=0.05, instance_id=name, state_dir=root / name)
-    aggregator.start()
-    try:
-        yield aggregator
-    finally:
-        aggregator.stop()
-    assert aggregator.failure is None, aggregator.failure
+    return started(settings, root / name, name)
 
 
 def served(aggregator: Aggregator) -> set[int]:

@@ -32,10 +32,15 @@ def running(settings: Settings, group_id: str | None = None) -> Iterator[Aggrega
 
 
 @contextlib.contextmanager
-def started(settings: Settings, state_dir: Path) -> Iterator[Aggregator]:
-    """A started aggregator keeping its state under `state_dir`, stopped cleanly on exit."""
+def started(
+    settings: Settings, state_dir: Path, instance_id: str | None = None
+) -> Iterator[Aggregator]:
+    """A started aggregator keeping its state under `state_dir` (`instance_id`: a static
+    member of that name), stopped cleanly on exit."""
     kafka = KafkaConnection(settings)
-    aggregator = Aggregator(kafka, publish_interval_s=0.05, state_dir=state_dir)
+    aggregator = Aggregator(
+        kafka, publish_interval_s=0.05, instance_id=instance_id, state_dir=state_dir
+    )
     aggregator.start()
     try:
         yield aggregator
