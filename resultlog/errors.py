@@ -22,6 +22,7 @@ ResultLogError                      the root (resultlog, resultlog.schemas)
 │   ├── StoreFormatError            (also ValueError)
 │   ├── ChangelogError              the aggregator's changelog cannot be written or read
 │   ├── Cancelled                   a restore of a partition no longer assigned stops
+│   ├── Released                    a warm standby copy was handed over mid-read (a signal)
 │   ├── BadRequestError             the HTTP API answers 400 (also ValueError)
 │   └── NotServedError              the HTTP API answers 404 or 503
 ├── ProducerError                   the writers: worker, leases, purge, spend (resultlog.producer)
