@@ -122,9 +122,17 @@ def handed_over(log: str) -> dict[int, str]:
     return {int(p): held for p, held in found}
 
 
+def resumed(log: str) -> dict[int, str]:
+    """Per partition resumed from a store under this instance's state directory: the
+    results offset it held."""
+    found = re.findall(r"resumed \S+\[(\d+)\] from \S+: \d+ runs up to offset (\d+)", log)
+    return {int(p): offset for p, offset in found}
+
+
 def changelog_reads_after_hand_over(settings: Settings, log: str) -> list[int]:
     """The changelog offsets the restores started reading from, after the first hand-over."""
-    after = log[log.index("warm copy of") :]
+    marks = [log.find(mark) for mark in ("warm copy of", "no longer keeping")]
+    after = log[min((at for at in marks if at >= 0), default=0) :]
     topic = re.escape(settings.changelog_topic)
     return [int(start) for start in re.findall(rf"read {topic}\[\d+\] from offset (\d+)", after)]
 
@@ -143,8 +151,10 @@ def test_after_a_kill_9_the_other_serves_every_run_from_its_warm_copies(
         b.wait_equal(replicated, RUNS)
         assert served(b) == set(range(PARTITIONS))
         assert not health(b)["standby"]  # alone: nothing to keep warm
-    handed = handed_over(b.stderr)
-    assert set(handed) == moved, b.stderr[-3000:]
+    # Handed over by the keeper, or (the keeper let the copy go once the dead member left
+    # the group) resumed from the copy's store where it stood: never rebuilt from nothing.
+    handed = {**resumed(b.stderr), **handed_over(b.stderr)}
+    assert set(handed) >= moved, b.stderr[-3000:]
     assert all(held.isdecimal() and int(held) > 0 for held in handed.values()), handed
     starts = changelog_reads_after_hand_over(replicated, b.stderr)
     assert all(start > 0 for start in starts), b.stderr[-3000:]  # never from the start
