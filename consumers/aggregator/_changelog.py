@@ -80,7 +80,7 @@ class KafkaChangelog:
         self.topic = kafka.settings.changelog_topic
         self._kafka = kafka
         _, self.topic_id = kafka.topic_identity(self.topic)
-        self._producer = kafka.durable_producer(_PRODUCER)
+        self._producer: Producer | None = None  # made at the first write: readers need none
         self._watermarks = kafka.reader()
 
     def send(self, partition: int, entries: Entries, marker: bytes | None) -> _Sending:
@@ -88,6 +88,8 @@ class KafkaChangelog:
         delivery is heard: the producer is gapless, so a marker delivered means every entry
         before it was."""
         sending = _Sending(self, partition)
+        if self._producer is None:
+            self._producer = self._kafka.durable_producer(_PRODUCER)
         producer = self._producer
         try:
             _produce_all(producer, self.topic, partition, entries)
@@ -107,7 +109,7 @@ class KafkaChangelog:
     def _lost(self, producer: Producer) -> None:
         """A gapless producer that lost a message is done for: the next write gets another."""
         if producer is self._producer:
-            self._producer = self._kafka.durable_producer(_PRODUCER)
+            self._producer = None
 
     def bounds(self, partition: int) -> tuple[int, int]:
         """The partition's low and high watermarks."""
@@ -163,7 +165,8 @@ class KafkaChangelog:
 
     def close(self) -> None:
         """Wait for what is queued, then release the clients."""
-        self._producer.flush(_ACK_TIMEOUT_S)
+        if self._producer is not None:
+            self._producer.flush(_ACK_TIMEOUT_S)
         self._watermarks.close()
 
 

@@ -116,9 +116,7 @@ class StoreOpener:
         try:
             low, high = changelog.bounds(partition)
             meta = found.meta
-            if meta is not None and (
-                meta.changelog_id != changelog.topic_id or not low <= meta.changelog_offset <= high
-            ):
+            if meta is not None and not meta.backed_by(changelog.topic_id, low, high):
                 if found.next_offset is not None:  # a good store its changelog lost: rewrite it
                     log.warning("%s[%d] does not back %s: rewriting it", changelog.topic,
                                 partition, store.path)  # fmt: skip

@@ -258,10 +258,7 @@ class StandbyKeeper:
             store.close()
             raise Released(f"{store.path} is in use")
         low, high = clients.changelog.bounds(partition)
-        if meta is not None and (
-            meta.changelog_id != clients.changelog.topic_id
-            or not low <= meta.changelog_offset <= high
-        ):
+        if meta is not None and not meta.backed_by(clients.changelog.topic_id, low, high):
             store, meta = destroy(store, 1, self._memory_bytes), None
         return store, low if meta is None else meta.changelog_offset, high
 

@@ -95,6 +95,11 @@ class StoreMeta:
     changelog_id: str = ""  # the changelog topic's ID: offsets of another one mean nothing
     restoring: bool = False
 
+    def backed_by(self, changelog_id: str, low: int, high: int) -> bool:
+        """Whether the changelog of that ID, its offsets now [low, high], holds what this
+        store holds from its changelog offset on."""
+        return self.changelog_id == changelog_id and low <= self.changelog_offset <= high
+
     def encode(self) -> bytes:
         """The meta entry's bytes."""
         return json.dumps(asdict(self), sort_keys=True).encode()
