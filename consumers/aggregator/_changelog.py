@@ -24,6 +24,7 @@ __all__ = ["KafkaChangelog"]
 
 log = logging.getLogger(__name__)
 _ACK_TIMEOUT_S = 30.0
+_ACK_POLL_S = 0.005
 _READ_STALL_S = 30.0  # no record for this long: the read failed
 _BATCH = 20_000  # records per list of `entries`: a restore writes each in one batch
 _QUEUE_CHUNK = 10_000  # entries queued per produce_batch call, within the local queue's room
@@ -62,8 +63,10 @@ class _Sending:
 
     def wait(self) -> int:
         """The offset after the marker, once acknowledged; ChangelogError if it was not."""
-        if not self.done() and self.producer is not None:
-            self.producer.flush(_ACK_TIMEOUT_S)
+        # Not flush(): that waits for every partition's flushes queued since, too.
+        deadline = time.monotonic() + _ACK_TIMEOUT_S
+        while not self.done() and self.producer is not None and time.monotonic() < deadline:
+            self.producer.poll(_ACK_POLL_S)
         if self._offset is None:
             if self.producer is not None:
                 self._changelog._lost(self.producer)

@@ -305,6 +305,52 @@ def test_a_flush_in_flight_or_unacknowledged_loses_no_entry(tmp_path: Path) -> N
     restored.close()
 
 
+class _Acked(_Sent):
+    """A write heard of as soon as `heard` is set."""
+
+    heard = False
+
+    def done(self) -> bool:
+        return self.heard
+
+
+class _HeldChangelog(ListChangelog):
+    """A changelog whose last write is acknowledged only when the test says so."""
+
+    def send(self, partition: int, entries: Entries, marker: bytes) -> _Acked:
+        self.last = _Acked(self.write(partition, entries, marker))
+        return self.last
+
+
+def test_a_full_store_folds_on_while_its_flush_before_is_in_flight(tmp_path: Path) -> None:
+    changelog = _HeldChangelog()
+    store = _open(tmp_path / "a", 0, 8, changelog).store  # a flush is due at 8 keys
+    fold = store.new_fold(RUNS[0])
+    records = iter(make_record(index, 0, run_key=RUNS[0]) for index in range(100))
+
+    def fill(keys: int) -> None:
+        while store.pending < keys:
+            fold.apply(next(records))
+
+    fill(8)
+    assert store.full
+    store.flush(1, wait=False)
+    fill(8)
+    assert not store.full  # the one before is unacknowledged: it waits, the thread folds on
+    fill(30)  # a record changes two keys: 30 or 31
+    assert not store.full
+    fill(32)
+    assert store.full  # four times the keys pending: now it waits for the acknowledgement
+    changelog.last.heard = True
+    assert store.full
+    store.flush(2, wait=False)
+    assert store.pending == 0
+    changelog.last.heard = True
+    store.land()
+    assert store.meta() is not None and store.meta().changelog_offset == changelog.end
+    store.close()
+
+
 class _Dying:
     """A store's database that SIGKILLs its process right after its `after`-th write or
     flush (what a restore writes: the kill point)."""

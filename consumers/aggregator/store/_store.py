@@ -5,12 +5,13 @@ they cover (`next_offset`), so the store always holds the state of a prefix of t
 a SIGKILL at any moment leaves the last flushed prefix, and the tail is read again. A flush
 goes to the changelog first and to disk once the changelog acknowledged it; the consumer
 thread does not wait for that: one flush is in flight while the next fills, memory holding
-its values. A restore from the changelog writes past the write-ahead log, each batch saying
-`restoring`, and puts its memtables on disk before the meta that ends it: nothing half
-written is ever trusted. Memory holds each run's totals, the unflushed changes (a flush is
-due at 4,096 keys, or `cache_keys` if fewer) and about `cache_keys` flushed entries:
-measured every `cache_keys / 4` flushed keys, the maps changed least recently lose theirs
-first.
+its values, and a next flush due meanwhile waits for it to land while the thread folds on
+(until four times a flush's keys are pending). A restore from the changelog writes past
+the write-ahead log, each batch saying `restoring`, and puts its memtables on disk before
+the meta that ends it: nothing half written is ever trusted. Memory holds each run's
+totals, the unflushed changes (a flush is due at 4,096 keys, or `cache_keys` if fewer) and
+about `cache_keys` flushed entries: measured every `cache_keys / 4` flushed keys, the maps
+changed least recently lose theirs first.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ log = logging.getLogger(__name__)
 FORMAT = 3  # 3: the meta names the changelog offset the store holds
 _M = TypeVar("_M", LatestMap, SampleMap)
 _FLUSH_KEYS = 4096  # changed keys that make a flush due
+# While the flush before is unacknowledged the next one waits (the thread folds on) up to
+# this many times its keys; then the thread waits for the acknowledgement.
+_IN_FLIGHT_SLACK = 4
 _RETRY_S = 1.0  # after a changelog write failed, before a full store tries again
 _UNLOGGED = WriteOptions()  # a restore's batches: the changelog holds them, not the log
 _UNLOGGED.disable_wal = True  # type: ignore[method-assign,assignment]  # a property: the stub errs
@@ -162,6 +166,7 @@ class PartitionStore:
         # A flush costs a few microseconds per key, on the consumer thread: many small ones
         # keep each stall short (50,000 keys at once held the thread for 150 ms).
         self._flush_at = min(self._limit, _FLUSH_KEYS)
+        self._due_at = self._flush_at  # pending keys at which `full` asks again
         self._grown = 0  # keys flushed since memory was last measured
         self._changed: list[StoreMap[Any, Any]] = []  # the maps with unflushed keys
         self.pending = 0  # keys changed since the last flush
@@ -217,8 +222,15 @@ class PartitionStore:
 
     @property
     def full(self) -> bool:
-        """Whether the pending changes reached the cache's size: flush at the next boundary."""
-        return self.pending >= self._flush_at and time.monotonic() >= self._retry_at
+        """Whether the pending changes reached the cache's size: flush at the next boundary
+        (not while the flush before is in flight, unless far more are pending)."""
+        if self.pending < self._due_at or time.monotonic() < self._retry_at:
+            return False
+        in_flight = self._sending is not None and not self._sending[0].done()
+        if in_flight and self.pending < self._flush_at * _IN_FLIGHT_SLACK:
+            self._due_at = self.pending + max(self._flush_at // 8, 1)  # ask again later
+            return False
+        return True
 
     def repair(self, keys: Iterable[bytes]) -> None:
         """Write these keys' values (a tombstone if absent) to the changelog at the next
@@ -349,6 +361,7 @@ class PartitionStore:
         self._grown += self.pending
         self.pending = 0
         self._unsaved.clear()
+        self._due_at = self._flush_at
         self.flushed_at = time.monotonic()
 
     def _landed(self) -> None:
@@ -388,7 +401,7 @@ class PartitionStore:
     ) -> int:
         """Apply the contributions of items[start:] (offset, contribution) to `fold`, one of
         this store's, until the pending changes fill the cache; the index after the last."""
-        index, count, limit = start, len(items), self._flush_at
+        index, count, limit = start, len(items), self._due_at
         while index < count:
             fold.apply(items[index][1])
             index += 1
