@@ -13,7 +13,7 @@ Resume reads a run's fold views through the same pass (`Ingestor.read`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final
 
 from confluent_kafka import Message
 
@@ -48,16 +48,74 @@ class Poison:
     reason: str
 
 
-class Ingested(NamedTuple):
-    """One consumed message, decided: which key it changes and how, and whether it is poison."""
+class Ingested:
+    """One consumed message, decided: which key it changes and how, and whether it is poison.
 
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    record_id: RecordId | None  # None: the message changes no run (bad or misrouted key)
-    contribution: Contribution | None  # None with a record_id: delete the key
-    poison: Poison | None
+    A class of its own, not a NamedTuple: compiled, one is made at a small fraction of the
+    cost, and the common record needs no RecordId (`record_id` builds one when asked)."""
+
+    __slots__ = (
+        "contribution",
+        "epoch",
+        "key",
+        "offset",
+        "partition",
+        "poison",
+        "run_key",
+        "sample_index",
+        "value",
+    )
+
+    def __init__(  # noqa: PLR0917 - a record's fields, in the order a reader meets them
+        self,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        run_key: RunKey | None,  # None: the message changes no run (bad or misrouted key)
+        sample_index: int,
+        epoch: int,
+        contribution: Contribution | None,  # None with a run key: delete the key
+        poison: Poison | None,
+    ) -> None:
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.run_key = run_key
+        self.sample_index = sample_index
+        self.epoch = epoch
+        self.contribution = contribution
+        self.poison = poison
+
+    @property
+    def record_id(self) -> RecordId | None:
+        """The key the message changes (None: it changes no run)."""
+        run_key = self.run_key
+        return None if run_key is None else RecordId(run_key, self.sample_index, self.epoch)
+
+
+def _unkeyed(
+    partition: int, offset: int, key: bytes | None, value: bytes | None, poison: Poison
+) -> Ingested:
+    """A message that changes no run."""
+    return Ingested(partition, offset, key, value, None, 0, 0, None, poison)
+
+
+def _keyed(  # noqa: PLR0917 - Ingested's fields with a record id
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    record_id: RecordId,
+    contribution: Contribution | None,
+    poison: Poison | None,
+) -> Ingested:
+    """A message of a run's key."""
+    run_key, sample_index, epoch = record_id
+    return Ingested(
+        partition, offset, key, value, run_key, sample_index, epoch, contribution, poison
+    )
 
 
 class _KnownRun:
@@ -112,9 +170,11 @@ class Ingestor:
         if known is None or not self._read(known, key, value):
             return None
         prefix = self._prefix
-        record_id = RecordId(known.run_key, prefix.sample_index, prefix.epoch)
         contribution = Contribution.of_prefix(prefix)
-        return Ingested(partition, offset, key, value, record_id, contribution, None)
+        return Ingested(
+            partition, offset, key, value, known.run_key, prefix.sample_index, prefix.epoch,
+            contribution, None,
+        )  # fmt: skip
 
     def read(self, key: bytes, value: bytes, partition: int) -> FoldPrefix | None:
         """The checked fold prefix of a common message (a record of a run key met before or
@@ -159,18 +219,17 @@ class Ingestor:
             record_id = decode_key(key if key is not None else b"")
         except DecodeError as exc:
             error = exc.at(Location(message.topic() or "", partition, offset))
-            poison = Poison(reason_kind(error), str(error))
-            return Ingested(partition, offset, key, value, None, None, poison)
+            return _unkeyed(partition, offset, key, value, Poison(reason_kind(error), str(error)))
         expected = partition_for(record_id.run_key, self.num_partitions)
         if expected != partition:
             # Resume and replay of one run read a run key's one partition: a stray copy is unseen.
             reason = (
                 f"record of {record_id.run_key} is in partition {partition}, expected {expected}"
             )
-            return Ingested(partition, offset, key, value, None, None, Poison(MISROUTED, reason))
+            return _unkeyed(partition, offset, key, value, Poison(MISROUTED, reason))
         self.expect(record_id.run_key, expected)
         if value is None:
-            return Ingested(partition, offset, key, value, record_id, None, None)
+            return _keyed(partition, offset, key, value, record_id, None, None)
         try:
             at = Location(message.topic() or "", partition, offset)
             contribution = decode_contribution(self.codec, record_id, value, at)
@@ -179,8 +238,8 @@ class Ingestor:
         except DecodeError as exc:
             # The latest value of this key is unusable: the key has no record, as in replay.
             poison = Poison(reason_kind(exc), str(exc))
-            return Ingested(partition, offset, key, value, record_id, None, poison)
-        return Ingested(partition, offset, key, value, record_id, contribution, None)
+            return _keyed(partition, offset, key, value, record_id, None, poison)
+        return _keyed(partition, offset, key, value, record_id, contribution, None)
 
     def expect(self, run_key: RunKey, partition: int) -> None:
         """Take `run_key`'s records in `partition` in one pass from now on (a run key that

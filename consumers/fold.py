@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 _ONE = ONE  # 1.0 as an exact scaled integer
+_HALF_SHIFT = ONE.bit_length() - 2  # x >> _HALF_SHIFT is floor(x / (_ONE / 2))
 
 
 class _Sample(NamedTuple):
@@ -140,7 +141,10 @@ class _Totals:
             if name.startswith(SCORER_PREFIX):  # a per-sample score: counted on S records too
                 self._scorer(name, item.sample_id, _scaled(value), sign)
             elif points is not None:
-                sums[name] += sign * _scaled(value)
+                if sign > 0:  # never multiplied: see cost
+                    sums[name] += _scaled(value)
+                else:
+                    sums[name] -= _scaled(value)
                 count = counts[name] + sign
                 if count:
                     counts[name] = count
@@ -183,7 +187,8 @@ class _Totals:
             self.points_by_kept[sample.kept] += sample.points
         else:
             self.points_by_kept[sample.kept] -= sample.points
-        self.correct += sign * (2 * sample.points >= sample.kept * _ONE)
+        # points / kept >= 1/2, as `points >= kept * _ONE / 2` without building the product
+        self.correct += sign * ((sample.points >> _HALF_SHIFT) >= sample.kept)
 
     def accuracy(self) -> float:
         """Mean of the per-sample values, rounded once (0.0 without answered samples)."""

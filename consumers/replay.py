@@ -101,9 +101,9 @@ class _Replayer:
         item: Ingested = self.ingestor.ingest(message)
         if item.poison is not None:
             self.result.count_bad(item.poison.kind)
-        if item.record_id is None:
+        run_key, sample_index, epoch = item.run_key, item.sample_index, item.epoch
+        if run_key is None:
             return
-        run_key, sample_index, epoch = item.record_id
         if item.poison is not None:
             self.bad.setdefault(run_key, set()).add((sample_index, epoch))
         elif self.bad:

@@ -181,10 +181,10 @@ def _produce_all(producer: Producer, topic: str, partition: int, entries: Entrie
         batch = [{"key": k, "value": v} for k, v in entries[start : start + _QUEUE_CHUNK]]
         while batch:
             try:
-                producer.produce_batch(topic, batch, partition=partition)
+                queued = producer.produce_batch(topic, batch, partition=partition)
             except KafkaException as exc:
                 raise KafkaClientError(f"cannot queue for {topic}: {exc}") from exc
-            batch = _unqueued(topic, batch)
+            batch = [] if queued == len(batch) else _unqueued(topic, batch)
             if batch:
                 if time.monotonic() > deadline:
                     raise KafkaClientError(f"the local queue for {topic} stayed full")

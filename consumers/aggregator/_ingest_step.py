@@ -113,21 +113,21 @@ class IngestStep:
         first: Ingested | None = None
         run_key: RunKey | None = None
         for item in items:
-            record_id, contribution = item.record_id, item.contribution
+            item_run, contribution = item.run_key, item.contribution
             if first is not None and (
                 contribution is None
-                or record_id is None
+                or item_run is None
                 or item.partition != first.partition
                 # the Ingestor hands out one RunKey object per run key: identity, mostly
-                or (record_id.run_key is not run_key and record_id.run_key != run_key)
+                or (item_run is not run_key and item_run != run_key)
             ):
                 self._put_run(first, run_key, group)
                 first, group = None, []
-            if contribution is None or record_id is None:
+            if contribution is None or item_run is None:
                 self._apply(item)
             else:
                 if first is None:
-                    first, run_key = item, record_id.run_key
+                    first, run_key = item, item_run
                 group.append((item.offset, contribution))
         if first is not None:
             self._put_run(first, run_key, group)
@@ -142,12 +142,13 @@ class IngestStep:
     def _apply(self, item: Ingested) -> None:
         state = self._shared.state
         self._index.note(item.partition, item.offset, item.key)
-        if item.record_id is None:
+        record_id = item.record_id
+        if record_id is None:
             state.advance(item.partition, item.offset)
         elif item.contribution is None:
-            state.delete(item.partition, item.offset, item.record_id)
+            state.delete(item.partition, item.offset, record_id)
         else:
-            state.put(item.partition, item.offset, item.record_id, item.contribution)
+            state.put(item.partition, item.offset, record_id, item.contribution)
 
     def _consume_error(self, error: KafkaError) -> None:
         if error.fatal():

@@ -6,12 +6,14 @@ a SIGKILL at any moment leaves the last flushed prefix, and the tail is read aga
 goes to the changelog first and to disk once the changelog acknowledged it; the consumer
 thread does not wait for that: one flush is in flight while the next fills, memory holding
 its values, and a next flush due meanwhile waits for it to land while the thread folds on
-(until four times a flush's keys are pending). A restore from the changelog writes past
-the write-ahead log, each batch saying `restoring`, and puts its memtables on disk before
-the meta that ends it: nothing half written is ever trusted. Memory holds each run's
-totals, the unflushed changes (a flush is due at 4,096 keys, or `cache_keys` if fewer) and
-about `cache_keys` flushed entries: measured every `cache_keys / 4` flushed keys, the maps
-changed least recently lose theirs first.
+(until four times a flush's keys are pending). Nothing a changelog backs goes through
+RocksDB's write-ahead log (the changelog is its log, as in Kafka Streams): memtables reach the
+disk in write order, at least every minute, so a kill leaves an older prefix whose rest the
+opener restores from the changelog. A restore's batches say `restoring`, and the meta that
+ends it is written once they are on disk: nothing half written is ever trusted. Memory holds
+each run's totals, the unflushed changes (a flush is due at 4,096 keys, or `cache_keys` if
+fewer) and about `cache_keys` flushed entries: measured every `cache_keys / 4` flushed keys,
+the maps changed least recently lose theirs first.
 """
 
 from __future__ import annotations
@@ -70,7 +72,11 @@ _FLUSH_KEYS = 4096  # changed keys that make a flush due
 # this many times its keys; then the thread waits for the acknowledgement.
 _IN_FLIGHT_SLACK = 4
 _RETRY_S = 1.0  # after a changelog write failed, before a full store tries again
-_UNLOGGED = WriteOptions()  # a restore's batches: the changelog holds them, not the log
+# How often unlogged writes are put on disk: a kill loses at most this much of what the
+# changelog must then restore, and the meta on disk stays younger than a tombstone's life.
+_PERSIST_S = 60.0
+# The writes of a store a changelog backs: the changelog is their log (Kafka Streams' choice).
+_UNLOGGED = WriteOptions()
 _UNLOGGED.disable_wal = True  # type: ignore[method-assign,assignment]  # a property: the stub errs
 
 
@@ -185,6 +191,7 @@ class PartitionStore:
         self._sending: tuple[Sending, Entries, StoreMeta] | None = None
         self._unsent: Entries = []  # a failed flush's entries: sent again with the next
         self._unlogged = False  # writes not in the write-ahead log may be in the memtables
+        self._persisted_at = time.monotonic()  # unlogged writes last sent to disk
 
     # -- what the maps call -----------------------------------------------------------------
 
@@ -265,7 +272,7 @@ class PartitionStore:
             "" if changelog is None else changelog.topic_id,
         )
         if changelog is None or not (entries or self.covers != next_offset):
-            self._write(entries, meta)
+            self._write(entries, meta, logged=changelog is None)
             self.covers = next_offset
             self._sent()
             self._landed()
@@ -296,7 +303,7 @@ class PartitionStore:
             self._failed(entries, exc)
             return
         meta = dataclasses.replace(meta, changelog_offset=offset)
-        self._write(entries, meta)
+        self._write(entries, meta, logged=False)  # the changelog holds it
         self.covers, self.changelog_offset = meta.next_offset, offset
         self._landed()
 
@@ -322,6 +329,10 @@ class PartitionStore:
         if not logged:
             self._db.write(batch, _UNLOGGED)
             self._unlogged = True
+            now = time.monotonic()
+            if now - self._persisted_at >= _PERSIST_S:
+                self._db.flush(wait=False)  # in the background: memtables to table files
+                self._persisted_at = now
             return
         if self._unlogged:
             # A kill would keep a logged write and lose the unlogged ones before it (memtables
@@ -411,6 +422,8 @@ class PartitionStore:
 
     def close(self) -> None:
         """Release the database (a scratch copy is removed)."""
+        if self._unlogged and not self.scratch:
+            self._db.flush(wait=True)  # what the write-ahead log would otherwise replay
         self._db.close()
         OPEN_PATHS.discard(self.path)
         if self.scratch:
