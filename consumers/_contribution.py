@@ -63,8 +63,10 @@ class Pool(Generic[_T]):
         self._items: dict[_T, _T] = {}
         self._limit = limit
 
-    def __call__(self, value: _T) -> _T:
+    def intern(self, value: _T) -> _T:
         """The pool's object equal to `value` (`value` itself the first time)."""
+        # A method, not __call__: compiled callers call a method directly, a call through
+        # the object's __call__ goes through the generic call protocol.
         items = self._items
         if len(items) >= self._limit:
             items.clear()
@@ -82,8 +84,8 @@ class Memo(Generic[_K, _T]):
         self._items: dict[_K, _T] = {}
         self._limit = limit
 
-    def __call__(self, key: _K) -> _T:
-        """The object of `key`."""
+    def of(self, key: _K) -> _T:
+        """The object of `key` (a method, not __call__: see Pool.intern)."""
         item = self._items.get(key)
         if item is None:
             if len(self._items) >= self._limit:
@@ -147,7 +149,7 @@ _shapes: Memo[tuple[int, int | None, int | None], Shape] = Memo(lambda values: S
 
 def shape_of(epochs: int, dataset_size: int | None, selected: int | None) -> Shape:
     """The one Shape object of these values."""
-    return _shapes((epochs, dataset_size, selected))
+    return _shapes.of((epochs, dataset_size, selected))
 
 
 class Contribution:
@@ -216,10 +218,10 @@ class Contribution:
         shape: Shape,
         created_at_ms: int,
     ) -> None:
-        self.key = _keys((sample_index, epoch))
+        self.key = _keys.intern((sample_index, epoch))
         self.sample_id = sys.intern(sample_id)
         self.created_at_ms = created_at_ms
-        self._verdict = _verdicts((value, numeric, degraded, _metrics(metrics), shape))
+        self._verdict = _verdicts.of((value, numeric, degraded, _metrics.intern(metrics), shape))
         self.input_tokens, self.output_tokens, self.total_tokens, self.reasoning_tokens = tokens
         self.cost = cost
         self.spent = spent

@@ -18,7 +18,7 @@ record, in shape or not: money spent stays spent. A per-sample score (a metric n
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -64,7 +64,7 @@ _samples: Memo[tuple[int, int, int], _Sample] = Memo(lambda values: _Sample(*val
 
 def _sample_of(epochs: int, kept: int, points: int) -> _Sample:
     """The one _Sample object of these values."""
-    return _samples((epochs, kept, points))
+    return _samples.of((epochs, kept, points))
 
 
 Sample = _Sample
@@ -108,7 +108,8 @@ class _Totals:
     cost: int = 0
     generation_time_ms: int = 0
     metric_sums: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    metric_counts: Counter[str] = field(default_factory=Counter)
+    # Not a Counter: it defines __delitem__ in Python, which makes every store a slot call.
+    metric_counts: dict[str, int] = field(default_factory=dict)
     scorers: dict[str, ScorerTotals] = field(default_factory=dict)
     samples: Samples = field(default_factory=dict)
     answered: int = 0
@@ -145,7 +146,7 @@ class _Totals:
                     sums[name] += _scaled(value)
                 else:
                     sums[name] -= _scaled(value)
-                count = counts[name] + sign
+                count = counts.get(name, 0) + sign
                 if count:
                     counts[name] = count
                 else:
@@ -384,7 +385,7 @@ class RunFold:
             cost=state.cost,
             generation_time_ms=state.generation_time_ms,
             metric_sums=defaultdict(int, state.metric_sums),
-            metric_counts=Counter(state.metric_counts),
+            metric_counts=dict(state.metric_counts),
             scorers={name: ScorerTotals.of_samples(held) for name, held in state.scorers.items()},
             samples=held_samples,
             answered=state.answered,
