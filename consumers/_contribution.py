@@ -136,11 +136,21 @@ _metrics: Pool[_Metrics] = Pool()
 class _Verdict:
     """What records of a run mostly share: value, numeric, degraded, metrics and shape."""
 
-    __slots__ = ("degraded", "metrics", "numeric", "shape", "value", "values")
+    __slots__ = ("degraded", "metrics", "numeric", "points", "shape", "value", "values")
 
     def __init__(self, values: _Values) -> None:
         self.value, self.numeric, self.degraded, self.metrics, self.shape = values
         self.values: tuple[object, ...] = values  # one object: what equality compares
+        self.points = _points(self.value, self.numeric)  # once per verdict, not per record
+
+
+def _points(value: ScoreValue, numeric: float | None) -> int | None:
+    """An epoch's value, scaled: `numeric` when set, else C=1, I=0; None for S."""
+    if value is ScoreValue.S:
+        return None
+    if numeric is not None:
+        return scaled(numeric)
+    return ONE if value is ScoreValue.C else 0
 
 
 _verdicts: Memo[_Values, _Verdict] = Memo(_Verdict)
@@ -329,12 +339,7 @@ class Contribution:
     @property
     def points(self) -> int | None:
         """The epoch's value, scaled: `numeric` when set, else C=1, I=0; None for S."""
-        value, numeric = self._verdict.value, self._verdict.numeric
-        if value is ScoreValue.S:
-            return None
-        if numeric is not None:
-            return scaled(numeric)
-        return ONE if value is ScoreValue.C else 0
+        return self._verdict.points
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Contribution):

@@ -16,6 +16,7 @@ from resultlog.consumers.aggregator.store import (
     ChangelogError,
     ChangelogRecord,
     Entries,
+    changelog_messages,
 )
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
@@ -178,7 +179,7 @@ def _produce_all(producer: Producer, topic: str, partition: int, entries: Entrie
     several microseconds a key on the consumer thread."""
     deadline = time.monotonic() + _QUEUE_WAIT_S
     for start in range(0, len(entries), _QUEUE_CHUNK):
-        batch = [{"key": k, "value": v} for k, v in entries[start : start + _QUEUE_CHUNK]]
+        batch = changelog_messages(entries[start : start + _QUEUE_CHUNK])
         while batch:
             try:
                 queued = producer.produce_batch(topic, batch, partition=partition)

@@ -15,7 +15,7 @@ from resultlog.consumers.aggregator.store._changelog import (
     Entries,
 )
 from resultlog.consumers.aggregator.store._codec import META as MARKER_KEY
-from resultlog.consumers.aggregator.store._codec import StoreFormatError
+from resultlog.consumers.aggregator.store._codec import StoreFormatError, changelog_messages
 from resultlog.consumers.aggregator.store._open import (
     Opened,
     Refused,
@@ -39,6 +39,7 @@ __all__ = [
     "Refused",
     "StoreFormatError",
     "StoreMeta",
+    "changelog_messages",
     "check_meta",
     "destroy",
     "open_store",

@@ -24,6 +24,7 @@ __all__ = [
     "SAMPLES",
     "TOTALS",
     "StoreFormatError",
+    "changelog_messages",
     "decode_contribution",
     "decode_sample",
     "decode_totals",
@@ -213,3 +214,9 @@ def _int_bytes(value: int) -> bytes:
 
 def _text(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
+
+
+def changelog_messages(entries: list[tuple[bytes, bytes | None]]) -> list[dict[str, Any]]:
+    """Entries as the changelog producer's `produce_batch` takes them, in order (compiled:
+    a flush builds one per entry)."""
+    return [{"key": key, "value": value} for key, value in entries]
