@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, Message
 
 from resultlog.consumers._decode import decode_contribution
 from resultlog.consumers.dlq import MISROUTED, reason_kind
@@ -26,6 +26,7 @@ from resultlog.schemas import (
     DecodeError,
     Location,
     RecordId,
+    RegistryError,
     RunKey,
     decode_key,
     indexes_part,
@@ -34,7 +35,7 @@ from resultlog.schemas import (
 )
 from resultlog.schemas._prefix import FoldPrefix, read_rest
 
-__all__ = ["Ingested", "Ingestor", "Poison"]
+__all__ = ["Batch", "Ingested", "Ingestor", "Poison", "stretches"]
 
 _RUNS_HELD: Final = 4096
 _FORMAT_VERSION_1: Final = b"\x02"  # the zig-zag varint of format_version 1
@@ -118,6 +119,48 @@ def _keyed(  # noqa: PLR0917 - Ingested's fields with a record id
     )
 
 
+class Batch:
+    """A consumed batch, decided: its records in order, the ends of partitions reached,
+    the consumer's errors, and per partition the first offset the registry kept from us."""
+
+    __slots__ = ("decoded", "ends", "errors", "registry_error", "unread")
+
+    def __init__(self) -> None:
+        self.decoded: list[Ingested] = []
+        self.ends: list[tuple[int, int]] = []
+        self.errors: list[KafkaError] = []
+        self.unread: dict[int, int] = {}
+        self.registry_error: RegistryError | None = None
+
+
+def stretches(items: list[Ingested]) -> list[tuple[Ingested, list[tuple[int, Contribution]]]]:
+    """Items as stretches of consecutive records of one run key in one partition, each its
+    first item and every (offset, contribution); any other item alone, with no pairs."""
+    out: list[tuple[Ingested, list[tuple[int, Contribution]]]] = []
+    group: list[tuple[int, Contribution]] = []
+    first: Ingested | None = None
+    for item in items:
+        run_key, contribution = item.run_key, item.contribution
+        if first is not None and (
+            contribution is None
+            or run_key is None
+            or item.partition != first.partition
+            # the Ingestor hands out one RunKey object per run key: identity, mostly
+            or (run_key is not first.run_key and run_key != first.run_key)
+        ):
+            out.append((first, group))
+            first, group = None, []
+        if contribution is None or run_key is None:
+            out.append((item, []))
+        else:
+            if first is None:
+                first = item
+            group.append((item.offset, contribution))
+    if first is not None:
+        out.append((first, group))
+    return out
+
+
 class _KnownRun:
     """A run key met before: its partition, and how its values written by hand-read schemas
     start (single-object header, format version 1, run_id, benchmark_id, model)."""
@@ -153,6 +196,29 @@ class Ingestor:
         self._runs: dict[bytes, _KnownRun] = {}
         self._prefix = FoldPrefix()  # read into again and again: nothing holds it
         self._last: _KnownRun | None = None
+
+    def ingest_batch(self, batch: list[Message], skipped: set[int]) -> Batch:
+        """Decide a consumed batch in order, leaving out the partitions in `skipped`, and in a
+        partition the registry kept a record from, that record and every one after it."""
+        out = Batch()
+        unread = out.unread
+        for message in batch:
+            partition = message.partition() or 0
+            if partition in skipped:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    out.errors.append(error)
+                elif partition not in unread:
+                    out.ends.append((partition, message.offset() or 0))
+            elif partition not in unread:
+                try:
+                    out.decoded.append(self.ingest(message))
+                except RegistryError as exc:
+                    unread[partition] = message.offset() or 0
+                    out.registry_error = exc
+        return out
 
     def ingest(self, message: Message) -> Ingested:
         """Decode a message's key, then the fold fields of its value, as replay and resume do."""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from resultlog.consumers._ingest import Ingested, Ingestor
+from resultlog.consumers._ingest import Ingested, Ingestor, stretches
 from resultlog.consumers.aggregator._index import RunIndexWriter
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._state import Shared
@@ -18,7 +18,7 @@ from resultlog.consumers.aggregator.participants import Participant, overriding
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution
 from resultlog.kafka import KafkaConnection, arrived
-from resultlog.schemas import RegistryError, RunKey
+from resultlog.schemas import RegistryError
 
 __all__ = ["IngestStep"]
 
@@ -70,25 +70,13 @@ class IngestStep:
 
     def _handle(self, batch: list[Message]) -> None:
         """Decode outside the lock, apply inside it, hand to the participants after."""
-        decoded: list[Ingested] = []
-        ends: list[tuple[int, int]] = []
-        unread: dict[int, int] = {}  # partition -> first offset the registry kept us from
-        for message in batch:
-            error = message.error()
-            partition = message.partition() or 0
-            if partition in self._restoring:  # fetched before its pause: read again later
-                continue
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    self._consume_error(error)
-                elif partition not in unread:
-                    ends.append((partition, message.offset() or 0))
-            elif partition not in unread:  # after a record the registry kept us from: later
-                try:
-                    decoded.append(self._ingestor.ingest(message))
-                except RegistryError as exc:
-                    unread[partition] = message.offset() or 0
-                    self._registry_failed(exc)
+        # The restoring partitions' records were fetched before their pause: read again later.
+        decided = self._ingestor.ingest_batch(batch, self._restoring)
+        for error in decided.errors:
+            self._consume_error(error)
+        if decided.registry_error is not None:
+            self._registry_failed(decided.registry_error)
+        decoded, ends, unread = decided.decoded, decided.ends, decided.unread
         state = self._shared.state
         for start in range(0, len(decoded), _APPLY_CHUNK):
             # Released between chunks: a reader never waits for a whole batch to be folded.
@@ -108,36 +96,17 @@ class IngestStep:
             self._read_again(unread)
 
     def _apply_all(self, items: list[Ingested]) -> None:
-        """Apply items in order, each run of consecutive records of one run key at once."""
-        group: list[tuple[int, Contribution]] = []
-        first: Ingested | None = None
-        run_key: RunKey | None = None
-        for item in items:
-            item_run, contribution = item.run_key, item.contribution
-            if first is not None and (
-                contribution is None
-                or item_run is None
-                or item.partition != first.partition
-                # the Ingestor hands out one RunKey object per run key: identity, mostly
-                or (item_run is not run_key and item_run != run_key)
-            ):
-                self._put_run(first, run_key, group)
-                first, group = None, []
-            if contribution is None or item_run is None:
-                self._apply(item)
+        """Apply items in order, each stretch of consecutive records of one run key at once."""
+        for first, group in stretches(items):
+            if group:
+                self._put_run(first, group)
             else:
-                if first is None:
-                    first, run_key = item, item_run
-                group.append((item.offset, contribution))
-        if first is not None:
-            self._put_run(first, run_key, group)
+                self._apply(first)
 
-    def _put_run(
-        self, first: Ingested, run_key: RunKey | None, group: list[tuple[int, Contribution]]
-    ) -> None:
-        assert run_key is not None  # set with `first`
+    def _put_run(self, first: Ingested, group: list[tuple[int, Contribution]]) -> None:
+        assert first.run_key is not None  # a stretch's records have one
         self._index.note_all(first.partition, first.key, group[0][0], group[-1][0])
-        self._shared.state.put_run(first.partition, run_key, group)
+        self._shared.state.put_run(first.partition, first.run_key, group)
 
     def _apply(self, item: Ingested) -> None:
         state = self._shared.state

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import re
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resultlog.consumers._ingest import Ingested, Ingestor
+from resultlog.consumers._ingest import Ingested, Ingestor, stretches
+from resultlog.consumers.fold import Contribution
 from resultlog.schemas import Codec, RunKey, SampleResult, encode_key, partition_for
 from tests.support.framings import framings, v2_value
 from tests.support.records import make_record
@@ -130,3 +131,47 @@ def test_a_value_of_another_run_key_is_refused_as_the_full_path_refuses_it() -> 
     decided = ingestor.ingest(message)
     assert decided.poison is not None and decided.contribution is None
     _same(decided, _full(ingestor, message))
+
+
+def test_a_batch_is_decided_in_order_leaving_out_skipped_partitions_and_noting_ends() -> None:
+    run_key = RunKey("batch", "arith", "openai/gpt-4o")
+    partition = partition_for(run_key, PARTITIONS)
+    other = (partition + 1) % PARTITIONS
+    records = [make_record(i, 0, run_key=run_key) for i in range(3)]
+    values = [Codec().encode_sample_result(record) for record in records]
+    keys = [encode_key(run_key, i, 0) for i in range(3)]
+    eof = KafkaError(KafkaError._PARTITION_EOF)
+    batch = [
+        _message(keys[0], values[0], partition, 10),
+        _message(b"x", b"y", other, 4),  # a restoring partition's: left out
+        _message(keys[1], values[1], partition, 11),
+        _message(keys[2], None, partition, 12),  # a tombstone
+        Message(topic=TOPIC, partition=partition, offset=13, error=eof),
+        Message(topic=TOPIC, partition=other, offset=5, error=eof),
+    ]
+    decided = Ingestor(Codec(), PARTITIONS).ingest_batch(batch, {other})
+    assert [(item.offset, item.record_id) for item in decided.decoded] == [
+        (10, (run_key, 0, 0)),
+        (11, (run_key, 1, 0)),
+        (12, (run_key, 2, 0)),
+    ]
+    assert decided.decoded[2].contribution is None
+    assert decided.ends == [(partition, 13)]
+    assert not decided.errors and not decided.unread and decided.registry_error is None
+
+
+def test_stretches_group_consecutive_records_of_one_run_in_one_partition() -> None:
+    a, b = RunKey("a", "arith", "m"), RunKey("b", "arith", "m")
+
+    def item(
+        run_key: RunKey | None, offset: int, partition: int = 0, gone: bool = False
+    ) -> Ingested:
+        contribution = None if gone else Contribution.of(make_record(offset, 0, run_key=a))
+        return Ingested(partition, offset, b"k", None, run_key, offset, 0, contribution, None)
+
+    items = [
+        item(a, 0), item(a, 1), item(b, 2), item(b, 3, gone=True), item(b, 4),
+        item(b, 5, partition=1), item(None, 6), item(a, 7),
+    ]  # fmt: skip
+    got = [(first.offset, [offset for offset, _ in group]) for first, group in stretches(items)]
+    assert got == [(0, [0, 1]), (2, [2]), (3, []), (4, [4]), (5, [5]), (6, []), (7, [7])]
