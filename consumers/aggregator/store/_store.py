@@ -2,7 +2,7 @@
 
 Writes are buffered in memory and flushed in one atomic write batch together with the offset
 they cover (`next_offset`), so the store always holds the state of a prefix of the partition:
-a SIGKILL at any moment leaves the last flushed prefix, and the tail is read again. A flush
+a SIGKILL at any moment leaves a flushed prefix, and the tail is read again. A flush
 goes to the changelog first and to disk once the changelog acknowledged it; the consumer
 thread does not wait for that: one flush is in flight while the next fills, memory holding
 its values, and a next flush due meanwhile waits for it to land while the thread folds on
