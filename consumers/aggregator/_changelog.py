@@ -25,7 +25,7 @@ __all__ = ["KafkaChangelog"]
 
 log = logging.getLogger(__name__)
 _ACK_TIMEOUT_S = 30.0
-_ACK_POLL_S = 0.005
+_ACK_POLL_S = 0.05
 _READ_STALL_S = 30.0  # no record for this long: the read failed
 _BATCH = 20_000  # records per list of `entries`: a restore writes each in one batch
 _QUEUE_CHUNK = 10_000  # entries queued per produce_batch call, within the local queue's room
@@ -58,16 +58,20 @@ class _Sending:
 
     def done(self) -> bool:
         """Whether the marker was heard of (serves the producer's delivery reports)."""
-        if self._offset is None and self._error is None and self.producer is not None:
+        if self._unheard() and self.producer is not None:
             self.producer.poll(0)
-        return self._offset is not None or self._error is not None
+        return not self._unheard()
+
+    def _unheard(self) -> bool:
+        return self._offset is None and self._error is None
 
     def wait(self) -> int:
         """The offset after the marker, once acknowledged; ChangelogError if it was not."""
         # Not flush(): that waits for every partition's flushes queued since, too.
         deadline = time.monotonic() + _ACK_TIMEOUT_S
-        while not self.done() and self.producer is not None and time.monotonic() < deadline:
-            self.producer.poll(_ACK_POLL_S)
+        producer = self.producer
+        while self._unheard() and producer is not None and time.monotonic() < deadline:
+            producer.poll(_ACK_POLL_S)  # returns as soon as any delivery report is served
         if self._offset is None:
             if self.producer is not None:
                 self._changelog._lost(self.producer)

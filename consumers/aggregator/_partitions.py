@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._layout import check_layout
@@ -78,7 +78,7 @@ class Partitions(Participant):
             # The topic grew: its run keys map elsewhere now.
             check_layout(self._kafka, consumer, [self.topic, self._kafka.summaries_topic])
         bounds = {p: watermarks(consumer, self.topic, p) for p in fresh}
-        assigned = [TopicPartition(self.topic, p) for p in fresh]
+        assigned = [TopicPartition(self.topic, p, _parked_at(bounds[p])) for p in fresh]
         try:
             consumer.incremental_assign(assigned)
             consumer.pause(assigned)
@@ -152,7 +152,7 @@ class Partitions(Participant):
         for participant in self._participants:
             participant.adopted(adoption)
         self.restoring.discard(partition)
-        offset = OFFSET_BEGINNING if start is None else start
+        offset = low if start is None else start  # absolute: see `_parked_at`
         try:
             self._consumer.incremental_unassign([TopicPartition(self.topic, partition)])
             self._consumer.incremental_assign([TopicPartition(self.topic, partition, offset)])
@@ -160,3 +160,13 @@ class Partitions(Participant):
             self._consumer.resume([TopicPartition(self.topic, partition)])
         except KafkaException as exc:
             raise ConsumerError(f"cannot read {self.topic}[{partition}]: {exc.args[0]}") from exc
+
+
+def _parked_at(bounds: tuple[int, int | None]) -> int:
+    """The absolute offset a partition is taken at, paused, until its store is restored."""
+    # Taken without one, librdkafka looks an offset up (the committed one, else
+    # auto.offset.reset's), and an answer that arrives after the adoption assigned where the
+    # store ends overrides that (librdkafka#5345): under load, a restored partition was read
+    # again from its start.
+    low, high = bounds
+    return low if high is None else high

@@ -90,7 +90,7 @@ class PartitionState:
 
     def save_due(self) -> None:
         """At a record boundary: flush the store if its pending writes filled the cache."""
-        if self.store is not None and self.store.full:
+        if self.store is not None and self.store.flush_due():
             self.store.flush(self.position, wait=False)
 
     @property
@@ -255,7 +255,7 @@ class AggregatorState:
             done = 0
             while done < len(items):
                 done = store.fold_until_full(fold, items, done)
-                if store.full:
+                if store.flush_due():
                     self._touched(state, run_key, run, items[done - 1][0])
                     store.flush(state.position, wait=False)
         self._touched(state, run_key, run, items[-1][0])

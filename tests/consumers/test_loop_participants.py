@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from resultlog.consumers._ingest import Ingested
 from resultlog.consumers._scan import watermark_offsets
@@ -45,6 +45,8 @@ class Recorder(Participant):
         self.polls: list[float] = []
         self.offsets: list[tuple[int, int]] = []
         self.fail_when_adopted = 0  # fail in the first poll once this many partitions adopted
+        self.consumer: Consumer | None = None
+        self.taken_at: dict[int, int] = {}  # the offsets the partitions were assigned at
 
     def poll(self, now: float) -> None:
         self.polls.append(now)
@@ -57,6 +59,9 @@ class Recorder(Participant):
 
     def assigned(self, bounds: Mapping[int, Bounds]) -> None:
         self.events.append(("assigned", sorted(bounds)))
+        assert self.consumer is not None
+        held = {tp.partition: tp.offset for tp in self.consumer.assignment()}
+        self.taken_at.update({p: held[p] for p in bounds})
 
     def adopted(self, adoption: Adoption) -> None:
         held = adoption.partition in self.shared.state.partitions
@@ -92,6 +97,7 @@ def looping(settings: Settings, state_dir: Path) -> Iterator[tuple[ConsumerLoop,
         consumer = kafka.group_consumer(settings.aggregator_group, consumer_overrides(10_000, None))
         stopping = threading.Event()
         recorder = Recorder(shared)
+        recorder.consumer = consumer
         loop = ConsumerLoop(
             kafka, shared, metrics, consumer,
             stopping=stopping, publish_interval_s=0.05, state_dir=state_dir,
@@ -131,16 +137,59 @@ def test_participants_hear_each_partitions_life_in_order(
     assert names[-3:] == ["finish", "revoked", "close"]
     _, gone, why, held, positions = recorder.events[-2]
     assert (gone, why, held) == (every, Why.REVOKED, every)  # told before the drop
+    assert positions == _ends(settings, every)
+
+
+def test_partitions_are_taken_and_read_at_offsets_the_aggregator_names(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # Never at one librdkafka looks up (committed, else auto.offset.reset's): a late answer
+    # to that lookup overrides where the adoption starts reading (librdkafka#5345).
+    write_many(settings, RECORDS)
+    every = list(range(settings.partitions))
+    ends = _ends(settings, every)
+    rebuilt = _taken_and_read(settings, tmp_path / "state", {p: 0 for p in every}, len(RECORDS))
+    assert rebuilt.taken_at == ends  # paused at the end while restoring
+    assert _adoptions(rebuilt) == {p: None for p in every}
+    assert len(rebuilt.offsets) == len(RECORDS)
+    restored = _taken_and_read(settings, tmp_path / "state", ends, 0)
+    assert restored.taken_at == ends
+    assert _adoptions(restored) == ends
+    assert restored.offsets == []
+
+
+def _taken_and_read(
+    settings: Settings, state_dir: Path, starts: dict[int, int], records: int
+) -> Recorder:
+    """A loop's recorder once every partition was adopted, is read from `starts`, and
+    `records` were ingested."""
+    with looping(settings, state_dir) as (loop, recorder):
+        consumer = recorder.consumer
+        assert consumer is not None
+        wait_for(lambda: len(_adoptions(recorder)) == len(starts), "every partition adopted")
+        wait_for(
+            lambda: {tp.partition: tp.offset for tp in consumer.assignment()} == starts,
+            "every partition read from where its state ends",
+        )
+        wait_for(lambda: len(recorder.offsets) >= records, "every record ingested")
+    assert loop.failure is None, loop.failure
+    return recorder
+
+
+def _adoptions(recorder: Recorder) -> dict[object, object]:
+    return {event[1]: event[2] for event in recorder.events if event[0] == "adopted"}
+
+
+def _ends(settings: Settings, partitions: list[int]) -> dict[int, int]:
     with KafkaConnection(settings) as kafka:
         reader = kafka.reader()
         try:
-            ends = {
+            return {
                 p: watermark_offsets(reader, TopicPartition(settings.results_topic, p), 5.0)[1]
-                for p in every
+                for p in partitions
             }
         finally:
             reader.close()
-    assert positions == ends
 
 
 def test_a_failing_participant_stops_the_loop_which_publishes_nothing_more(

@@ -55,7 +55,7 @@ def test_the_disk_backed_fold_equals_the_in_memory_fold_bit_for_bit(
             else:
                 fold.apply(record.model_copy(update={"run_id": run_key.run_id}))
         store.touched(disk[run_key])
-        if then == "flush" or store.full:
+        if then == "flush" or store.flush_due():
             store.flush(offset + 1)
         elif then == "restart":  # a clean stop, then a start from what was saved
             store.flush(offset + 1)
@@ -154,7 +154,7 @@ def test_memory_holds_about_cache_keys_entries_and_no_flush_is_large(tmp_path: P
                 store.touched(disk[run_key])
                 offset += 1
                 most_pending = max(most_pending, store.pending)
-                if store.full:
+                if store.flush_due():
                     store.flush(offset)
                 most_held = max(most_held, store.held)
     assert most_pending <= 4096 + 1  # due at 4,096 keys, flushed at the next record boundary

@@ -192,7 +192,7 @@ def test_a_store_restored_from_its_changelog_equals_the_in_memory_fold(
             store.flush(len(history))
         elif then == "send":  # in flight (in the changelog, not on disk) until the next flush
             store.flush(len(history), wait=False)
-        elif then == "flush" or store.full:
+        elif then == "flush" or store.flush_due():
             store.flush(len(history))
         for key in RUNS:
             assert len(disk[key]) == len(memory[key])
@@ -333,21 +333,22 @@ def test_a_full_store_folds_on_while_its_flush_before_is_in_flight(tmp_path: Pat
             fold.apply(next(records))
 
     fill(8)
-    assert store.full
+    assert store.flush_due()
     store.flush(1, wait=False)
     fill(8)
-    assert not store.full  # the one before is unacknowledged: it waits, the thread folds on
+    assert not store.flush_due()  # the one before is unacknowledged: it waits, the thread folds on
     fill(30)  # a record changes two keys: 30 or 31
-    assert not store.full
+    assert not store.flush_due()
     fill(32)
-    assert store.full  # four times the keys pending: now it waits for the acknowledgement
+    assert store.flush_due()  # four times the keys pending: now it waits for the acknowledgement
     changelog.last.heard = True
-    assert store.full
+    assert store.flush_due()
     store.flush(2, wait=False)
     assert store.pending == 0
     changelog.last.heard = True
     store.land()
-    assert store.meta() is not None and store.meta().changelog_offset == changelog.end
+    meta = store.meta()
+    assert meta is not None and meta.changelog_offset == changelog.end
     store.close()
 
 

@@ -71,7 +71,7 @@ _FLUSH_KEYS = 4096  # changed keys that make a flush due
 # While the flush before is unacknowledged the next one waits (the thread folds on) up to
 # this many times its keys; then the thread waits for the acknowledgement.
 _IN_FLIGHT_SLACK = 4
-_RETRY_S = 1.0  # after a changelog write failed, before a full store tries again
+_RETRY_S = 1.0  # after a changelog write failed, before a flush is due again
 # How often unlogged writes are put on disk: a kill loses at most this much of what the
 # changelog must then restore, and the meta on disk stays younger than a tombstone's life.
 _PERSIST_S = 60.0
@@ -172,7 +172,7 @@ class PartitionStore:
         # A flush costs a few microseconds per key, on the consumer thread: many small ones
         # keep each stall short (50,000 keys at once held the thread for 150 ms).
         self._flush_at = min(self._limit, _FLUSH_KEYS)
-        self._due_at = self._flush_at  # pending keys at which `full` asks again
+        self._due_at = self._flush_at  # pending keys at which `flush_due` asks again
         self._grown = 0  # keys flushed since memory was last measured
         self._changed: list[StoreMap[Any, Any]] = []  # the maps with unflushed keys
         self.pending = 0  # keys changed since the last flush
@@ -186,7 +186,7 @@ class PartitionStore:
         self.changelog: Changelog | None = None  # where each flush's changes go first
         self.changelog_offset = 0  # the changelog offset after the last flush held here
         self._repair: set[bytes] = set()  # keys the changelog may hold wrongly: rewritten
-        self._retry_at = 0.0  # a failed changelog write: not full again before this
+        self._retry_at = 0.0  # a failed changelog write: no flush due before this
         # The flush the changelog has not acknowledged yet: (its sending, entries, meta).
         self._sending: tuple[Sending, Entries, StoreMeta] | None = None
         self._unsent: Entries = []  # a failed flush's entries: sent again with the next
@@ -227,10 +227,10 @@ class PartitionStore:
         """Entries memory holds (unflushed ones included)."""
         return sum(len(mapping.known) for mapping in self._maps.values())
 
-    @property
-    def full(self) -> bool:
-        """Whether the pending changes reached the cache's size: flush at the next boundary
-        (not while the flush before is in flight, unless far more are pending)."""
+    def flush_due(self) -> bool:
+        """Whether the pending changes call for a flush at this record boundary: they reached
+        the flush size (while the flush before is in flight, only once far more are pending;
+        until then it asks again a little later)."""
         if self.pending < self._due_at or time.monotonic() < self._retry_at:
             return False
         in_flight = self._sending is not None and not self._sending[0].done()
