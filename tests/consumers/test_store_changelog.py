@@ -222,6 +222,34 @@ def test_a_new_machine_restores_a_compacted_changelog_and_reads_nothing_again(
     restored.close()
 
 
+def test_a_run_rewritten_whole_after_the_last_marker_then_compacted_is_refused(
+    tmp_path: Path,
+) -> None:
+    # A flush that landed whole yet was never acknowledged, its retry killed after rewriting
+    # every key of a run, then compaction: that run's values before the marker are gone.
+    changelog = ListChangelog()
+    store = _open(tmp_path / "a", 0, 1, changelog).store
+    first, second = store.new_fold(RUNS[0]), store.new_fold(RUNS[1])
+    first.apply(make_record(0, 0, run_key=RUNS[0]))
+    store.touched(first)
+    changelog.fail_after = 0
+    store.flush(1)
+    store.touched(second)
+    changelog.fail_after = 5  # its three entries, the second run's totals, its marker
+    store.flush(2)
+    second.apply(make_record(0, 0, run_key=RUNS[1]))
+    store.touched(second)
+    changelog.die_after = 3
+    with contextlib.suppress(_Killed):
+        store.flush(3)
+    _killed(store)
+    changelog.compact()
+    fresh = _open(tmp_path / "b", 3, 1, changelog).store
+    refused = restore_changelog(fresh, changelog.read, (0, changelog.end), IDENTITY)
+    assert refused is not None and refused.reason == "lost", refused
+    fresh.close()
+
+
 def test_a_changelog_of_another_log_is_refused(tmp_path: Path) -> None:
     changelog = ListChangelog()
     store = _open(tmp_path / "a", 0, 100, changelog).store

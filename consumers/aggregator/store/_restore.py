@@ -77,7 +77,7 @@ def restore_changelog(
         store.write_restored(held, dataclasses.replace(last, changelog_offset=stop))
     if progress is not None:
         progress(end)
-    refused = _lost(store, tail.after)
+    refused = _lost(store, tail.after) or _vanished(store, last)
     store.repair(tail.after)
     return refused
 
@@ -148,6 +148,16 @@ def _lost(store: PartitionStore, suspects: Iterable[bytes]) -> Refused | None:
             return Refused(
                 "lost", f"a run holds {held} entries, its totals say {(latest, samples)}"
             )
+    return None
+
+
+def _vanished(store: PartitionStore, last: StoreMeta) -> Refused | None:
+    """Whether a whole run the last flush held is gone: every key of it, its totals too,
+    rewritten by an interrupted flush and its older values compacted away (what `_lost`
+    cannot see: no totals left to count against)."""
+    held = _count(store, TOTALS)
+    if held < last.runs:
+        return Refused("lost", f"{held} runs hold totals, the last flush held {last.runs}")
     return None
 
 

@@ -104,6 +104,7 @@ class StoreMeta:
     changelog_offset: int = 0
     changelog_id: str = ""  # the changelog topic's ID: offsets of another one mean nothing
     restoring: bool = False
+    runs: int = -1  # runs with totals in the store (-1: not counted): a restore checks it
 
     def backed_by(self, changelog_id: str, low: int, high: int) -> bool:
         """Whether the changelog of that ID, its offsets now [low, high], holds what this
@@ -191,6 +192,7 @@ class PartitionStore:
         self._sending: tuple[Sending, Entries, StoreMeta] | None = None
         self._unsent: Entries = []  # a failed flush's entries: sent again with the next
         self._unlogged = False  # writes not in the write-ahead log may be in the memtables
+        self._runs: set[RunKey] = set()  # runs whose totals the store holds (or a flush sends)
         self._persisted_at = time.monotonic()  # unlogged writes last sent to disk
 
     # -- what the maps call -----------------------------------------------------------------
@@ -270,6 +272,7 @@ class PartitionStore:
             int(time.time() * 1000),
             self.changelog_offset,
             "" if changelog is None else changelog.topic_id,
+            runs=len(self._runs),
         )
         if changelog is None or not (entries or self.covers != next_offset):
             self._write(entries, meta, logged=changelog is None)
@@ -351,9 +354,14 @@ class PartitionStore:
                 value = known[key]
                 encoded = None if value is None else mapping.encode(value)
                 entries.append((mapping.store_key(key), encoded))
+        runs = self._runs
         for run_key, fold in self._unsaved.items():
-            encoded = encode_totals(fold.state(), len(fold)) if len(fold) else None
-            entries.append((totals_key(run_key), encoded))
+            if len(fold):
+                runs.add(run_key)
+                entries.append((totals_key(run_key), encode_totals(fold.state(), len(fold))))
+            else:
+                runs.discard(run_key)
+                entries.append((totals_key(run_key), None))
         if self._unsent:
             entries = list(dict([*self._unsent, *entries]).items())
             self._unsent = []
@@ -405,6 +413,7 @@ class PartitionStore:
             run_key = run_of_totals(key)
             state, latest_count = decode_totals(raw)
             folds[run_key] = self._resumed(run_key, state, latest_count)
+        self._runs = set(folds)
         return folds
 
     def fold_until_full(
