@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from resultlog.cli._interrupt import raise_interrupts_whole
+
 if TYPE_CHECKING:
     from resultlog.cli._main import build_parser
 
@@ -21,6 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     The command modules are imported here, inside the guard: loading them takes a good part
     of a second, and Ctrl-C meanwhile is one line, not a traceback.
     """
+    raise_interrupts_whole()
     try:
         from resultlog.cli._main import main as run
     except KeyboardInterrupt:

@@ -97,8 +97,7 @@ def serve_aggregator(
     announce: Callable[[str], None] | None = None,
 ) -> int:
     """Fold and serve until SIGTERM or SIGINT; `announce` gets the URL once it accepts."""
-    import asyncio
-
+    from resultlog.cli._interrupt import run_async
     from resultlog.consumers.aggregator import Aggregator, HttpServer, create_app
 
     _few_malloc_arenas()
@@ -121,7 +120,7 @@ def serve_aggregator(
         # At 700 allocations a young collection came several times a batch (2,000 records)
         # and traversed its messages before they died; at 20,000 most die untraversed.
         gc.set_threshold(_YOUNG_COLLECTION, *gc.get_threshold()[1:])
-        asyncio.run(_serve(server, aggregator, stopped_by, announce or _print_url))
+        run_async(_serve(server, aggregator, stopped_by, announce or _print_url))
     finally:
         aggregator.stop()
         server.close()

@@ -63,15 +63,14 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 def rescore_command(args: argparse.Namespace) -> int:
     """Rescore the run and print the new run's summary."""
-    import asyncio
-
     from resultlog.cli._connect import connect
+    from resultlog.cli._interrupt import run_async
     from resultlog.producer.rescore import resolve_scorer
 
     source = run_key_of(args)
     scorer = resolve_scorer(args.scorer)  # a bad scorer is one line before any read
     with connect() as kafka:
-        result = asyncio.run(_rescore(args, kafka, source, scorer))
+        result = run_async(_rescore(args, kafka, source, scorer))
     _print(result, args)
     return 0
 

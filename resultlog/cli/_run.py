@@ -192,16 +192,15 @@ class _TerminatedError(CliError):
 
 def run_command(args: argparse.Namespace) -> int:
     """Run (or resume) a benchmark and print its summary."""
-    import asyncio
-
     from resultlog.cli._console import print_summary
+    from resultlog.cli._interrupt import run_async
 
     check_budget(args)
     # Until the event loop takes SIGTERM over (see _run), nothing has started: just stop.
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         with connect() as kafka:
-            result = asyncio.run(_run(args, kafka, benchmark_of(args)))
+            result = run_async(_run(args, kafka, benchmark_of(args)))
     except _TerminatedError as exc:
         print(f"resultlog: error: {exc}", file=sys.stderr)
         return _TERMINATED_EXIT

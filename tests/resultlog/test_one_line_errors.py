@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -131,6 +132,45 @@ def test_an_interrupt_while_starting_is_one_line() -> None:
         _, err = process.communicate(timeout=60)
         lines = err.strip().splitlines()
         assert len(lines) <= 1 and "Traceback" not in err, (delay, err)
+
+
+_INTERRUPTED_IN_CALLBACKS = """
+import logging, os, signal, sys, threading
+from confluent_kafka import Consumer
+from resultlog.cli._interrupt import raise_interrupts_whole
+
+raise_interrupts_whole()
+logger = logging.getLogger("librdkafka-probe")
+logger.addHandler(logging.NullHandler())
+logger.setLevel(logging.DEBUG)
+for attempt in range(40):
+    # Every poll serves log lines (a refused connection, debug output) to the Python logger.
+    consumer = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "g", "logger": logger,
+                         "debug": "broker,protocol", "reconnect.backoff.ms": 1})
+    timer = threading.Timer(0.05 + attempt % 7 * 0.013, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        while True:
+            consumer.poll(0.01)
+    except KeyboardInterrupt:
+        pass
+    timer.join()
+    consumer.close()
+"""
+
+
+def test_an_interrupt_inside_a_kafka_client_callback_is_a_keyboard_interrupt() -> None:
+    # Python's default handler raised a bare KeyboardInterrupt; inside the client's logger
+    # callback that became "SystemError: ... returned NULL without setting an exception" in
+    # about one interrupt of ten.
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IN_CALLBACKS, f"127.0.0.1:{free_port()}"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "SystemError" not in done.stderr, done.stderr
 
 
 def test_a_running_cluster_asked_for_another_port_says_so(tmp_path: Path) -> None:
