@@ -154,6 +154,41 @@ def _points(value: ScoreValue, numeric: float | None) -> int | None:
 
 
 _verdicts: Memo[_Values, _Verdict] = Memo(_Verdict)
+
+
+class _Last:
+    """The verdict made last: a record mostly has its predecessor's (same run)."""
+
+    __slots__ = ("verdict",)
+
+    def __init__(self) -> None:
+        self.verdict: _Verdict | None = None
+
+
+_last = _Last()
+
+
+def _verdict_of(
+    value: ScoreValue, numeric: float | None, degraded: bool, metrics: _Metrics, shape: Shape
+) -> _Verdict:
+    """The interned verdict of these values: the last one's when they equal its values (as
+    a tuple compares them, so the pool's answer too), else the pool's."""
+    last = _last.verdict
+    if (
+        last is not None
+        and last.metrics is metrics  # the readers hand out one tuple per metrics' bytes
+        and last.shape is shape
+        and last.value is value
+        and last.degraded is degraded
+        and last.numeric == numeric
+    ):
+        return last
+    verdict = _last.verdict = _verdicts.of(
+        (value, numeric, degraded, _metrics.intern(metrics), shape)
+    )
+    return verdict
+
+
 _shapes: Memo[tuple[int, int | None, int | None], Shape] = Memo(lambda values: Shape(*values))
 
 
@@ -231,7 +266,7 @@ class Contribution:
         self.key = _keys.intern((sample_index, epoch))
         self.sample_id = sys.intern(sample_id)
         self.created_at_ms = created_at_ms
-        self._verdict = _verdicts.of((value, numeric, degraded, _metrics.intern(metrics), shape))
+        self._verdict = _verdict_of(value, numeric, degraded, metrics, shape)
         self.input_tokens, self.output_tokens, self.total_tokens, self.reasoning_tokens = tokens
         self.cost = cost
         self.spent = spent
@@ -303,6 +338,12 @@ class Contribution:
     def epoch(self) -> int:
         """The record's epoch."""
         return self.key[1]
+
+    @property
+    def verdict(self) -> object:
+        """What records of a run mostly share, as one interned object: a key by identity
+        for totals kept per verdict (equal verdicts are mostly, not always, one object)."""
+        return self._verdict
 
     @property
     def value(self) -> ScoreValue:

@@ -97,6 +97,39 @@ class FoldState:
     scorers: dict[str, dict[str, tuple[int, int]]]
 
 
+class _Plan:
+    """What one verdict's metrics add to a run's totals: the record metrics (name, scaled
+    value) and the per-sample scores (`scorer:` metrics), split and scaled once."""
+
+    __slots__ = ("metrics", "plain", "scorers")
+
+    def __init__(self, metrics: tuple[tuple[str, float], ...]) -> None:
+        self.metrics = metrics  # held: the plans are found by their verdict's identity
+        self.plain = tuple(
+            (name, _scaled(value)) for name, value in metrics if not name.startswith(SCORER_PREFIX)
+        )
+        self.scorers = tuple(
+            (name, _scaled(value)) for name, value in metrics if name.startswith(SCORER_PREFIX)
+        )
+
+
+_PLANS = 1 << 12
+_PLANS_PER_RUN = 64  # what a summary sums over: a run's few verdicts, not its records
+# By verdict object (hashed by identity, held as the key): a record finds its plan in one
+# lookup. Bounded; a cleared verdict pool only makes equal verdicts new keys.
+_plans: dict[object, _Plan] = {}
+
+
+def _plan_of(item: Contribution) -> _Plan:
+    verdict = item.verdict
+    plan = _plans.get(verdict)
+    if plan is None:
+        if len(_plans) >= _PLANS:
+            _plans.clear()
+        plan = _plans[verdict] = _Plan(item.metrics)
+    return plan
+
+
 @dataclass(slots=True)
 class _Totals:
     """Exact totals over the contributions inside the run's shape."""
@@ -107,9 +140,13 @@ class _Totals:
     tokens: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
     cost: int = 0
     generation_time_ms: int = 0
-    metric_sums: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    # The record metrics' sums and counts (as resumed, and of plans past the first few);
+    # the records not skipped under a run's first plans are counted per plan, summed when
+    # asked. Per name, a count of 0 means the metric is absent (its sum is then 0 too).
+    base_sums: dict[str, int] = field(default_factory=dict)
+    base_counts: dict[str, int] = field(default_factory=dict)
     # Not a Counter: it defines __delitem__ in Python, which makes every store a slot call.
-    metric_counts: dict[str, int] = field(default_factory=dict)
+    by_plan: dict[_Plan, int] = field(default_factory=dict)
     scorers: dict[str, ScorerTotals] = field(default_factory=dict)
     samples: Samples = field(default_factory=dict)
     answered: int = 0
@@ -135,23 +172,47 @@ class _Totals:
                 self.cost -= _scaled(item.cost)
         self.generation_time_ms += sign * item.generation_time_ms
         points = item.points
+        plan = _plan_of(item)
         if points is not None:
             self.not_skipped += sign
-        sums, counts = self.metric_sums, self.metric_counts
-        for name, value in item.metrics:
-            if name.startswith(SCORER_PREFIX):  # a per-sample score: counted on S records too
-                self._scorer(name, item.sample_id, _scaled(value), sign)
-            elif points is not None:
-                if sign > 0:  # never multiplied: see cost
-                    sums[name] += _scaled(value)
-                else:
-                    sums[name] -= _scaled(value)
-                count = counts.get(name, 0) + sign
-                if count:
-                    counts[name] = count
-                else:
-                    del counts[name], sums[name]
+            if plan.plain:
+                self._count_plan(plan, sign)
+        for name, value in plan.scorers:  # a per-sample score: counted on S records too
+            self._scorer(name, item.sample_id, value, sign)
         self._sample(item.sample_id, points, sign)
+
+    def _count_plan(self, plan: _Plan, sign: int) -> None:
+        """Count a record not skipped under its plan; past `_PLANS_PER_RUN` plans (metrics
+        that vary by record), into the sums themselves. Either way the totals are the same
+        sums of the same integers, so a record added one way may leave the other."""
+        by_plan = self.by_plan
+        count = by_plan.get(plan)
+        if count is not None or len(by_plan) < _PLANS_PER_RUN:
+            count = (count or 0) + sign
+            if count:
+                by_plan[plan] = count
+            else:
+                del by_plan[plan]
+            return
+        sums, counts = self.base_sums, self.base_counts
+        for name, value in plan.plain:
+            if sign > 0:  # never multiplied: these integers run to a thousand bits
+                sums[name] = sums.get(name, 0) + value
+            else:
+                sums[name] = sums.get(name, 0) - value
+            counts[name] = counts.get(name, 0) + sign
+
+    def metric_totals(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Each record metric's exact scaled sum and count over the records not skipped
+        (by name; a metric no such record has is absent)."""
+        sums, counts = dict(self.base_sums), dict(self.base_counts)
+        for plan, records in self.by_plan.items():
+            for name, value in plan.plain:
+                # Counts and sums, never a float: exact whatever the order of the plans.
+                sums[name] = sums.get(name, 0) + value * records
+                counts[name] = counts.get(name, 0) + records
+        named = sorted(name for name, count in counts.items() if count)
+        return {name: sums[name] for name in named}, {name: counts[name] for name in named}
 
     def _scorer(self, name: str, sample_id: str, points: int, sign: int) -> None:
         totals = self.scorers.get(name)
@@ -202,9 +263,8 @@ class _Totals:
     def metrics(self) -> dict[str, float]:
         """Each metric's mean over the records not skipped (a missing metric counts as 0);
         each per-sample score's mean and stderr over the samples it scored."""
-        means = {
-            name: self.metric_sums[name] / (self.not_skipped * _ONE) for name in self.metric_counts
-        }
+        sums, _ = self.metric_totals()
+        means = {name: total / (self.not_skipped * _ONE) for name, total in sums.items()}
         for name, totals in self.scorers.items():
             means[name], means[name + STDERR_SUFFIX] = totals.mean(), totals.stderr()
         return dict(sorted(means.items()))
@@ -343,6 +403,7 @@ class RunFold:
         """The totals as plain values (the per-key and per-sample state excluded)."""
         t = self._totals
         tokens = t.tokens
+        metric_sums, metric_counts = t.metric_totals()
         return FoldState(
             spent=self._spent,
             newest=self._newest,
@@ -352,8 +413,8 @@ class RunFold:
             tokens=(tokens[0], tokens[1], tokens[2], tokens[3]),
             cost=t.cost,
             generation_time_ms=t.generation_time_ms,
-            metric_sums=dict(t.metric_sums),
-            metric_counts=dict(t.metric_counts),
+            metric_sums=metric_sums,
+            metric_counts=metric_counts,
             answered=t.answered,
             skipped=t.skipped,
             correct=t.correct,
@@ -384,8 +445,8 @@ class RunFold:
             tokens=list(state.tokens),
             cost=state.cost,
             generation_time_ms=state.generation_time_ms,
-            metric_sums=defaultdict(int, state.metric_sums),
-            metric_counts=dict(state.metric_counts),
+            base_sums=dict(state.metric_sums),
+            base_counts=dict(state.metric_counts),
             scorers={name: ScorerTotals.of_samples(held) for name, held in state.scorers.items()},
             samples=held_samples,
             answered=state.answered,

@@ -387,6 +387,30 @@ def test_incremental_fold_equals_a_full_refold_at_every_step(
         assert _observed(folded.summary()) == _reference(list(latest.values()))
 
 
+def test_metrics_that_vary_by_record_fold_exactly_past_the_counted_plans() -> None:
+    # A run counts its records per verdict for its first verdicts only; metrics that vary by
+    # record (a latency) go into the sums themselves. A record may leave the other way.
+    rng = random.Random(7)
+    folded = RunFold(RUN_KEY)
+    latest: dict[tuple[int, int], SampleResult] = {}
+    for step in range(400):
+        key = (rng.randrange(60), rng.randrange(3))
+        if step % 5 == 4:
+            folded.remove(*key)
+            latest.pop(key, None)
+        else:
+            value = rng.choice(["C", "I", "S"])
+            metrics = {"latency_s": rng.random() * 30, "reward": rng.choice([0.0, 1.0])}
+            if step % 3:
+                metrics["scorer:match"] = rng.choice([0.0, 1.0])
+            if step > 200 and step % 7 == 0:  # late, so mostly summed directly
+                metrics["rare"] = 2.5  # present while one record has it
+            record = make_record(*key, value, degraded=value == "S", metrics=metrics)
+            folded.apply(record)
+            latest[key] = record
+        assert _observed(folded.summary()) == _reference(list(latest.values())), step
+
+
 def test_the_fold_is_a_module_and_fold_records_its_function() -> None:
     import resultlog.consumers.fold as module
 

@@ -79,27 +79,50 @@ def latest_of_key(raw: bytes, start: int) -> tuple[int, ...]:
     return tuple(_KEY.unpack_from(raw, start))
 
 
+# The fields a verdict decides, as `_FIXED` packs them, and its metrics' bytes.
+_VerdictParts = tuple[int, bool, float, bool, int, bool, int, bool, int, int, bytes]
+_VERDICTS = 1 << 12
+# By verdict object (hashed by identity, held as the key): most records of a run share one.
+_verdict_parts: dict[object, _VerdictParts] = {}
+
+
 def encode_contribution(item: Contribution) -> bytes:
     """Every field of a contribution, exactly."""
     sample_id = item.sample_id.encode("utf-8", "surrogatepass")
-    shape, numeric = item.shape, item.numeric
-    size, selected = shape.dataset_size, shape.selected
-    parts = [
+    verdict = item.verdict
+    parts = _verdict_parts.get(verdict)
+    if parts is None:
+        if len(_verdict_parts) >= _VERDICTS:
+            _verdict_parts.clear()
+        parts = _verdict_parts[verdict] = _parts_of(item)
+    (value, numeric_set, numeric, degraded, epochs, size_set, size, selected_set, selected,
+     metric_count, metrics) = parts  # fmt: skip
+    return b"".join((
         _FIXED.pack(
-            item.sample_index, item.epoch, item.created_at_ms, _VALUE_INDEX[item.value],
-            numeric is not None, 0.0 if numeric is None else numeric, item.degraded,
-            item.input_tokens, item.output_tokens, item.total_tokens, item.reasoning_tokens,
-            item.cost, item.spent,
-            item.generation_time_ms, shape.epochs, size is not None, size or 0,
-            selected is not None, selected or 0, len(item.metrics), len(sample_id),
+            item.sample_index, item.epoch, item.created_at_ms, value, numeric_set, numeric,
+            degraded, item.input_tokens, item.output_tokens, item.total_tokens,
+            item.reasoning_tokens, item.cost, item.spent, item.generation_time_ms, epochs,
+            size_set, size, selected_set, selected, metric_count, len(sample_id),
         ),
         sample_id,
-    ]  # fmt: skip
+        metrics,
+    ))  # fmt: skip
+
+
+def _parts_of(item: Contribution) -> _VerdictParts:
+    """What `_FIXED` holds of a contribution's verdict, and the bytes of its metrics."""
+    shape, numeric = item.shape, item.numeric
+    size, selected = shape.dataset_size, shape.selected
+    metrics = []
     for name, value in item.metrics:
         raw = name.encode("utf-8", "surrogatepass")
-        parts.append(_METRIC.pack(len(raw), value))
-        parts.append(raw)
-    return b"".join(parts)
+        metrics.append(_METRIC.pack(len(raw), value))
+        metrics.append(raw)
+    return (
+        _VALUE_INDEX[item.value], numeric is not None, 0.0 if numeric is None else numeric,
+        item.degraded, shape.epochs, size is not None, size or 0, selected is not None,
+        selected or 0, len(item.metrics), b"".join(metrics),
+    )  # fmt: skip
 
 
 def decode_contribution(raw: bytes) -> Contribution:
