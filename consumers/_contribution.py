@@ -25,6 +25,7 @@ __all__ = [
     "Pool",
     "Shape",
     "Tokens",
+    "Verdict",
     "scaled",
     "shape_of",
 ]
@@ -133,7 +134,7 @@ _keys: Pool[Key] = Pool()
 _metrics: Pool[_Metrics] = Pool()
 
 
-class _Verdict:
+class Verdict:
     """What records of a run mostly share: value, numeric, degraded, metrics and shape."""
 
     __slots__ = ("degraded", "metrics", "numeric", "points", "shape", "value", "values")
@@ -153,7 +154,7 @@ def _points(value: ScoreValue, numeric: float | None) -> int | None:
     return ONE if value is ScoreValue.C else 0
 
 
-_verdicts: Memo[_Values, _Verdict] = Memo(_Verdict)
+_verdicts: Memo[_Values, Verdict] = Memo(Verdict)
 
 
 class _Last:
@@ -162,7 +163,7 @@ class _Last:
     __slots__ = ("verdict",)
 
     def __init__(self) -> None:
-        self.verdict: _Verdict | None = None
+        self.verdict: Verdict | None = None
 
 
 _last = _Last()
@@ -170,7 +171,7 @@ _last = _Last()
 
 def _verdict_of(
     value: ScoreValue, numeric: float | None, degraded: bool, metrics: _Metrics, shape: Shape
-) -> _Verdict:
+) -> Verdict:
     """The interned verdict of these values: the last one's when they equal its values (as
     a tuple compares them, so the pool's answer too), else the pool's."""
     last = _last.verdict
@@ -238,7 +239,7 @@ class Contribution:
     key: Key
     sample_id: str
     created_at_ms: int
-    _verdict: _Verdict
+    _verdict: Verdict
     input_tokens: int
     output_tokens: int
     total_tokens: int
@@ -340,9 +341,9 @@ class Contribution:
         return self.key[1]
 
     @property
-    def verdict(self) -> object:
+    def verdict(self) -> Verdict:
         """What records of a run mostly share, as one interned object: a key by identity
-        for totals kept per verdict (equal verdicts are mostly, not always, one object)."""
+        for what is derived per verdict (equal verdicts are mostly, not always, one object)."""
         return self._verdict
 
     @property

@@ -25,7 +25,15 @@ from fractions import Fraction
 from math import lcm
 from typing import NamedTuple
 
-from resultlog.consumers._contribution import ONE, Contribution, Key, Memo, Shape, Tokens
+from resultlog.consumers._contribution import (
+    ONE,
+    Contribution,
+    Key,
+    Memo,
+    Shape,
+    Tokens,
+    Verdict,
+)
 from resultlog.consumers._contribution import scaled as _scaled
 from resultlog.consumers._scored import SCORER_PREFIX, STDERR_SUFFIX, ScorerTotals
 from resultlog.schemas import AsOf, FoldView, RunKey, RunSummary, SampleResult, SummaryUsage
@@ -101,10 +109,10 @@ class _Plan:
     """What one verdict's metrics add to a run's totals: the record metrics (name, scaled
     value) and the per-sample scores (`scorer:` metrics), split and scaled once."""
 
-    __slots__ = ("metrics", "plain", "scorers")
+    __slots__ = ("plain", "scorers")
 
-    def __init__(self, metrics: tuple[tuple[str, float], ...]) -> None:
-        self.metrics = metrics  # held: the plans are found by their verdict's identity
+    def __init__(self, verdict: Verdict) -> None:
+        metrics = verdict.metrics
         self.plain = tuple(
             (name, _scaled(value)) for name, value in metrics if not name.startswith(SCORER_PREFIX)
         )
@@ -113,21 +121,9 @@ class _Plan:
         )
 
 
-_PLANS = 1 << 12
 _PLANS_PER_RUN = 64  # what a summary sums over: a run's few verdicts, not its records
-# By verdict object (hashed by identity, held as the key): a record finds its plan in one
-# lookup. Bounded; a cleared verdict pool only makes equal verdicts new keys.
-_plans: dict[object, _Plan] = {}
-
-
-def _plan_of(item: Contribution) -> _Plan:
-    verdict = item.verdict
-    plan = _plans.get(verdict)
-    if plan is None:
-        if len(_plans) >= _PLANS:
-            _plans.clear()
-        plan = _plans[verdict] = _Plan(item.metrics)
-    return plan
+# By verdict object (hashed by identity): a record finds its plan in one lookup.
+_plans: Memo[Verdict, _Plan] = Memo(_Plan, 1 << 12)
 
 
 @dataclass(slots=True)
@@ -172,7 +168,7 @@ class _Totals:
                 self.cost -= _scaled(item.cost)
         self.generation_time_ms += sign * item.generation_time_ms
         points = item.points
-        plan = _plan_of(item)
+        plan = _plans.of(item.verdict)
         if points is not None:
             self.not_skipped += sign
             if plan.plain:

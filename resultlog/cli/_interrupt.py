@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -19,10 +18,11 @@ def raise_interrupts_whole() -> None:
     and the Kafka call fails with SystemError ("returned NULL without setting an
     exception"). An instance survives it.
     """
-    if threading.current_thread() is not threading.main_thread():
-        return  # only the main thread may set handlers (a test calling main from a thread)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _interrupt)
+        try:
+            signal.signal(signal.SIGINT, _interrupt)
+        except ValueError:  # not the main thread (a test calling main from one): not ours
+            return
 
 
 def run_async(coroutine: Coroutine[Any, Any, _T]) -> _T:
@@ -33,9 +33,10 @@ def run_async(coroutine: Coroutine[Any, Any, _T]) -> _T:
     """
     import asyncio
 
-    if threading.current_thread() is not threading.main_thread():
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread: asyncio installs no handler there either
         return asyncio.run(coroutine)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return asyncio.run(coroutine)
     finally:

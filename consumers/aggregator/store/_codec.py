@@ -14,6 +14,7 @@ import json
 import struct
 from typing import Any
 
+from resultlog.consumers._contribution import Memo, Verdict
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution, FoldState, Sample, Shape, Tokens
 from resultlog.schemas import RunKey, ScoreValue, decode_run_key, encode_run_key
@@ -81,22 +82,13 @@ def latest_of_key(raw: bytes, start: int) -> tuple[int, ...]:
 
 # The fields a verdict decides, as `_FIXED` packs them, and its metrics' bytes.
 _VerdictParts = tuple[int, bool, float, bool, int, bool, int, bool, int, int, bytes]
-_VERDICTS = 1 << 12
-# By verdict object (hashed by identity, held as the key): most records of a run share one.
-_verdict_parts: dict[object, _VerdictParts] = {}
 
 
 def encode_contribution(item: Contribution) -> bytes:
     """Every field of a contribution, exactly."""
     sample_id = item.sample_id.encode("utf-8", "surrogatepass")
-    verdict = item.verdict
-    parts = _verdict_parts.get(verdict)
-    if parts is None:
-        if len(_verdict_parts) >= _VERDICTS:
-            _verdict_parts.clear()
-        parts = _verdict_parts[verdict] = _parts_of(item)
     (value, numeric_set, numeric, degraded, epochs, size_set, size, selected_set, selected,
-     metric_count, metrics) = parts  # fmt: skip
+     metric_count, metrics) = _verdict_parts.of(item.verdict)  # fmt: skip
     return b"".join((
         _FIXED.pack(
             item.sample_index, item.epoch, item.created_at_ms, value, numeric_set, numeric,
@@ -109,20 +101,24 @@ def encode_contribution(item: Contribution) -> bytes:
     ))  # fmt: skip
 
 
-def _parts_of(item: Contribution) -> _VerdictParts:
-    """What `_FIXED` holds of a contribution's verdict, and the bytes of its metrics."""
-    shape, numeric = item.shape, item.numeric
+def _parts_of(verdict: Verdict) -> _VerdictParts:
+    """What `_FIXED` holds of a verdict, and the bytes of its metrics."""
+    shape, numeric = verdict.shape, verdict.numeric
     size, selected = shape.dataset_size, shape.selected
     metrics = []
-    for name, value in item.metrics:
+    for name, value in verdict.metrics:
         raw = name.encode("utf-8", "surrogatepass")
         metrics.append(_METRIC.pack(len(raw), value))
         metrics.append(raw)
     return (
-        _VALUE_INDEX[item.value], numeric is not None, 0.0 if numeric is None else numeric,
-        item.degraded, shape.epochs, size is not None, size or 0, selected is not None,
-        selected or 0, len(item.metrics), b"".join(metrics),
+        _VALUE_INDEX[verdict.value], numeric is not None, 0.0 if numeric is None else numeric,
+        verdict.degraded, shape.epochs, size is not None, size or 0, selected is not None,
+        selected or 0, len(verdict.metrics), b"".join(metrics),
     )  # fmt: skip
+
+
+# By verdict object (hashed by identity): most records of a run share one.
+_verdict_parts: Memo[Verdict, _VerdictParts] = Memo(_parts_of, 1 << 12)
 
 
 def decode_contribution(raw: bytes) -> Contribution:
