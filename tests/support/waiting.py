@@ -13,8 +13,14 @@ DEADLINE_S = 60.0
 _POLL_S = 0.05
 
 
-def wait_for(probe: Callable[[], T | None], what: str, timeout_s: float = DEADLINE_S) -> T:
-    """Poll `probe` until it returns something truthy; fail naming `what` at the deadline."""
+def wait_for(
+    probe: Callable[[], T | None],
+    what: str,
+    timeout_s: float = DEADLINE_S,
+    every_s: float = _POLL_S,
+) -> T:
+    """Poll `probe` every `every_s` until it returns something truthy; fail naming `what` at
+    the deadline."""
     deadline = time.monotonic() + timeout_s
     while True:
         found = probe()
@@ -22,4 +28,4 @@ def wait_for(probe: Callable[[], T | None], what: str, timeout_s: float = DEADLI
             return found
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}: last saw {found!r}")
-        time.sleep(_POLL_S)
+        time.sleep(every_s)
