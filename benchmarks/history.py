@@ -9,8 +9,10 @@ log, and its last records), the median of a few:
 
 - `status` (`run_status`), replay of the run (`replay_run`), a resume that asks nothing
   (`resume_state` with every record present) and the samples route's read (`read_run_records`,
-  what `GET /runs/.../samples` reads): each as a ratio to the same read of a run at the same
-  place on the empty log, the worst of the three places printed (goal: within 1.2x);
+  what `GET /runs/.../samples` reads): each as a ratio to the same read of the same run key
+  on an empty log (a second topic set holding only the measured runs, served by its own
+  aggregator), the two read in turn at the same moment so that the machine's drift over
+  minutes is no part of the ratio; the worst of the three places printed (goal: within 1.2x);
 - the aggregator's RSS growth per added record between the last two counts (goal: < 25 B);
 - stopped cleanly, a restart with its state directory, timed from spawn to every run served
   (goal: < 10 s), and a restart on a new machine (an empty state directory) to the summaries
@@ -97,8 +99,8 @@ class History:
     """What one measurement found."""
 
     others: list[int]
-    # per read, per place, per count
-    times: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    # per read, per place, per count: (seconds on this log, on the empty log)
+    times: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
     rss: list[int] = field(default_factory=list)  # bytes, per count
     restart_s: float = 0.0  # with the state directory, to every run served
     stale_s: float = 0.0  # without it, to every run listed (stale)
@@ -112,44 +114,55 @@ class History:
 def measure(bootstrap: str, others: list[int]) -> History:
     """Measure on fresh topics of the broker at `bootstrap` (deleted after)."""
     settings = own_topics("bench-history", bootstrap_servers=bootstrap, partitions=PARTITIONS)
-    kafka = KafkaConnection(settings)
+    empty = own_topics("bench-history-empty", bootstrap_servers=bootstrap, partitions=PARTITIONS)
+    kafka, empty_kafka = KafkaConnection(settings), KafkaConnection(empty)
     ensure_topics(kafka)
+    ensure_topics(empty_kafka)
     config: ClientConfig = dict(settings.client_config())
     work = Path(tempfile.mkdtemp(prefix="bench-history-"))
     found = History(others, {name: {place: [] for place in PLACES} for name in READS})
     try:
-        _write_mine(config, settings.results_topic, MINE)
+        _write_mine(config, (settings, empty), MINE)
         child, url = spawn(settings, "--state-dir", str(work / "machine"))
+        empty_child, empty_url = spawn(empty, "--state-dir", str(work / "empty-log"))
         try:
             for stage, count in enumerate(others):
                 # Half-way through what the log will hold (or where it stands, if past it),
-                # then at its end.
+                # then at its end; the empty log gets the same runs and nothing else.
                 _fill(config, settings, count // 2)
-                _write_mine(config, settings.results_topic, placed("middle", count))
+                _write_mine(config, (settings, empty), placed("middle", count))
                 _fill(config, settings, count)
-                _write_mine(config, settings.results_topic, placed("last", count))
+                _write_mine(config, (settings, empty), placed("last", count))
                 written = time.monotonic()
                 runs = _runs(count, stage)
                 until(lambda: listed(url, runs) == "served", "every run served")  # noqa: B023
+                mine = 1 + 2 * (stage + 1)
+                until(lambda: listed(empty_url, mine) == "served", "the empty log served")  # noqa: B023
                 # Its stores flushed (due aggregator_save_interval_s after the last input) and
-                # run index written, so nothing of the aggregator's runs alongside our reads.
+                # run index written, so nothing of the aggregators' runs alongside our reads.
                 wait = settings.aggregator_save_interval_s
                 time.sleep(max(0.0, written + wait - time.monotonic()))
                 wait_idle(child.pid)
+                wait_idle(empty_child.pid)
                 found.rss.append(_rss(child.pid))
                 for name, read in READS.items():
                     for place in PLACES:
                         run = placed(place, count)
-                        timed = _timed_read(lambda: read(kafka, run))  # noqa: B023
+                        timed = _side_by_side(
+                            lambda: read(kafka, run),  # noqa: B023
+                            lambda: read(empty_kafka, run),  # noqa: B023
+                        )
                         found.times[name][place].append(timed)
                 _say(found, count)
         finally:
             stop(child)
+            stop(empty_child)
         runs = _runs(others[-1], len(others) - 1)
         found.restart_s = _restarted(settings, work / "machine", runs, "served")
         found.stale_s = _restarted(settings, work / "new-machine", runs, "stale")
     finally:
         kafka.admin().delete_topics(settings.every_topic())
+        empty_kafka.admin().delete_topics(empty.every_topic())
         subprocess.run(["rm", "-rf", str(work)], check=False)
     return found
 
@@ -199,15 +212,20 @@ def fold_results(histories: list[int], new: int, spent: list[float]) -> Result:
 def _say(found: History, count: int) -> None:
     print(f"  {count} others: RSS {found.rss[-1] / 2**20:.0f} MB", flush=True)
     for name, places in found.times.items():
-        times = ", ".join(f"{place} {t[-1] * 1000:.0f} ms" for place, t in places.items())
+        times = ", ".join(
+            f"{place} {t[-1][0] * 1000:.0f} ms ({t[-1][1] * 1000:.0f} ms on the empty log)"
+            for place, t in places.items()
+        )
         print(f"    {name}: {times}", flush=True)
 
 
-def _write_mine(config: ClientConfig, topic: str, run: RunKey) -> None:
+def _write_mine(config: ClientConfig, logs: tuple[Settings, ...], run: RunKey) -> None:
+    """The run's 100 records, to the results topic of each of `logs`."""
     producer = Producer({**config, "linger.ms": 20})
     partition = partition_for(run, PARTITIONS)
-    for key, value in encoded_run(run, SAMPLES, EPOCHS):
-        produce(producer, topic, key, value, partition)
+    for settings in logs:
+        for key, value in encoded_run(run, SAMPLES, EPOCHS):
+            produce(producer, settings.results_topic, key, value, partition)
     producer.flush(60)
 
 
@@ -222,14 +240,17 @@ def _fill(config: ClientConfig, settings: Settings, records: int) -> None:
     print(f"{records} other records in the log ({seconds:.0f}s writing)", flush=True)
 
 
-def _timed_read(action: Callable[[], object]) -> float:
-    action()  # warm: metadata, connections
-    times = []
+def _side_by_side(ours: Callable[[], object], base: Callable[[], object]) -> tuple[float, float]:
+    """The median seconds of each of two reads, taken in turn (warmed first)."""
+    ours()  # warm: metadata, connections
+    base()
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(_REPEATS):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for action, spent in ((ours, times[0]), (base, times[1])):
+            start = time.perf_counter()
+            action()
+            spent.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def _restarted(settings: Settings, state_dir: Path, runs: int, stage: str) -> float:
@@ -254,9 +275,9 @@ def _rss(pid: int) -> int:
 
 def results(found: History) -> list[Result]:
     """The figures with their baselines and goals."""
-    base, top = found.others[0], found.others[-1]
+    top = found.others[-1]
     rows = [
-        _worst(name, places, i, count, base)
+        _worst(name, places, i, count)
         for name, places in found.times.items()
         for i, count in enumerate(found.others)
         if i > 0
@@ -291,18 +312,20 @@ def results(found: History) -> list[Result]:
     return rows
 
 
-def _worst(name: str, places: dict[str, list[float]], i: int, count: int, base: int) -> Result:
-    """The figure of the place whose read grew most from the empty log to `count` others."""
-    place = max(PLACES, key=lambda p: places[p][i] / places[p][0])
-    ratios = ", ".join(f"{p} {places[p][i] / places[p][0]:.2f}x" for p in PLACES)
+def _worst(name: str, places: dict[str, list[tuple[float, float]]], i: int, count: int) -> Result:
+    """The figure of the place whose read is slowest against the empty log's at `count`."""
+    ratios = {p: places[p][i][0] / places[p][i][1] for p in PLACES}
+    place = max(PLACES, key=ratios.__getitem__)
+    ours, base = places[place][i]
     return Result(
         f"{name} of a 100-record run, {count // 1000}k other records",
-        places[place][i],
+        ours,
         "s",
-        places[place][0],
-        f"{base // 1000}k other records",
+        base,
+        "the empty log, read in turn",
         RATIO_GOAL,
-        note=f"worst of its places in the partition: {ratios}",
+        note="worst of its places in the partition: "
+        + ", ".join(f"{p} {ratios[p]:.2f}x" for p in PLACES),
     )
 
 
