@@ -73,7 +73,7 @@ RATIO_GOAL = Goal("<=", 1.2, on="ratio")
 GOAL_BYTES_PER_RECORD = 25.0
 GOAL_RESTART_S = 10.0
 GOAL_FOLD_GROWTH = Goal("<=", 1.25, on="ratio")
-_REPEATS = 7
+_REPEATS = 15
 READS: dict[str, Callable[[KafkaConnection, RunKey], object]] = {
     "status": lambda kafka, run: run_status(kafka, run, EPOCHS),
     "replay of the run": replay_run,
