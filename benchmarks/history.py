@@ -136,7 +136,7 @@ def measure(bootstrap: str, others: list[int]) -> History:
                 written = time.monotonic()
                 runs = _runs(count, stage)
                 until(lambda: listed(url, runs) == "served", "every run served")  # noqa: B023
-                mine = 1 + 2 * (stage + 1)
+                mine = _runs(0, stage)  # ours alone
                 until(lambda: listed(empty_url, mine) == "served", "the empty log served")  # noqa: B023
                 # Its stores flushed (due aggregator_save_interval_s after the last input) and
                 # run index written, so nothing of the aggregators' runs alongside our reads.

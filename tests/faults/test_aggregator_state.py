@@ -15,10 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from confluent_kafka import TopicPartition
 from rocksdict import Options, Rdict
 
-from resultlog.consumers._scan import watermark_offsets
 from resultlog.consumers.aggregator.store import MARKER_KEY, StoreMeta
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
@@ -29,9 +27,15 @@ from tests.support.aggregator_process import (
     recreate_results_topic,
     two_epoch_records,
 )
-from tests.support.kafka import read_partition, run_partition, topic_settings, write_many
+from tests.support.kafka import (
+    read_partition,
+    run_partition,
+    topic_settings,
+    watermarks,
+    write_many,
+)
 from tests.support.records import make_record
-from tests.support.waiting import DEADLINE_S, wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -165,7 +169,7 @@ def test_sigkill_in_the_middle_of_a_restore_then_restart_equals_replay(
             write_many(one, _two_epochs(runs, flip), window=2000)
         with aggregator_process(one) as agg:
             agg.wait_equal(one, runs)
-        whole = _changelog_end(one)
+        ((_, whole),) = watermarks(one, one.changelog_topic)  # the changelog's end
         # A kill once the first batch is written, before the last is. The restore may still
         # end between the look that saw it under way and the kill: then the store must say
         # it holds the whole changelog, and the next try kills earlier or later.
@@ -175,9 +179,10 @@ def test_sigkill_in_the_middle_of_a_restore_then_restart_equals_replay(
                 # Looked at often, so seen under way near its start, long before its end.
                 seen = wait_for(lambda: _restore(agg.url), "a restore", 120, every_s=0.005)
             left = _meta(_state_dir(one))
-            if left is None or StoreMeta.decode(left).restoring:
+            meta = None if left is None else StoreMeta.decode(left)
+            if meta is None or meta.restoring:
                 break  # never trusted half done
-            assert StoreMeta.decode(left).changelog_offset == whole, left
+            assert meta.changelog_offset == whole, left
         else:
             pytest.fail(f"none of {_KILL_ATTEMPTS} kills landed in the middle of a restore")
         assert seen == "under way", seen
@@ -216,17 +221,6 @@ def _restore(url: str) -> str | None:
         return "under way"
     partitions = health["partitions"].values()
     return "over" if partitions and not any(p["restoring"] for p in partitions) else None
-
-
-def _changelog_end(settings: Settings) -> int:
-    """The offset after the last record of the one partition's changelog."""
-    with KafkaConnection(settings) as kafka:
-        reader = kafka.reader()
-        try:
-            tp = TopicPartition(settings.changelog_topic, 0)
-            return watermark_offsets(reader, tp, DEADLINE_S)[1]
-        finally:
-            reader.close()
 
 
 def _meta(root: Path) -> bytes | None:

@@ -153,16 +153,19 @@ def read_topic(settings: Settings, topic: str) -> list[RawRecord]:
 
 def message_count(settings: Settings, topic: str | None = None) -> int:
     """How many messages the topic (default: the results topic) holds, by its watermarks."""
+    return sum(high - low for low, high in watermarks(settings, topic))
+
+
+def watermarks(settings: Settings, topic: str | None = None) -> list[tuple[int, int]]:
+    """Each partition's (low, high) watermarks of the topic (default: the results topic)."""
     with KafkaConnection(settings) as kafka:
         name = topic or kafka.results_topic
         consumer = kafka.reader()
         try:
-            count = 0
-            for partition in range(kafka.partition_count(name, consumer)):
-                tp = TopicPartition(name, partition)
-                low, high = watermark_offsets(consumer, tp, DEADLINE_S)
-                count += high - low
-            return count
+            return [
+                watermark_offsets(consumer, TopicPartition(name, partition), DEADLINE_S)
+                for partition in range(kafka.partition_count(name, consumer))
+            ]
         finally:
             consumer.close()
 
