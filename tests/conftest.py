@@ -21,6 +21,15 @@ from resultlog.producer.offline import ModelServer
 from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
 from tests.support.cli import child_env
+from tests.support.idlist import (
+    LISTED,
+    MIN_TESTS,
+    allowed_skips,
+    listed_ids,
+    lost_ids,
+    merged_ids,
+    unexplained_skips,
+)
 from tests.support.kafka import drop_topics, topic_settings
 from tests.support.work import start_worker
 
@@ -176,3 +185,66 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
 def pytest_report_header() -> str:
     """The fold path this run tests (tests/resultlog/test_fold_path.py runs the twins too)."""
     return f"fold path: {resultlog.fold_path()}"
+
+
+# Every skipped test of this process and its reason (under xdist, the controller's: it sees
+# every worker's reports).
+_SKIPPED: dict[str, str] = {}
+_UNEXPLAINED = pytest.StashKey[list[str]]()
+
+
+def _collects_everything(config: pytest.Config) -> bool:
+    """Whether this run collects every test file (markers and -k only deselect afterwards)."""
+    return (
+        config.args_source is pytest.Config.ArgsSource.TESTPATHS
+        and not config.getoption("ignore")
+        and not config.getoption("ignore_glob")
+        and not config.getoption("lf", False)
+        and not config.getoption("sw", False)
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Before any deselection: every test of tests/test_ids.txt is still collected (or merged
+    into a collected one, tests/merged_tests.txt), and all tiers hold at least MIN_TESTS."""
+    if not _collects_everything(config):
+        return
+    collected = [item.nodeid for item in items]
+    lost = lost_ids(collected, listed_ids(), merged_ids())
+    if len(collected) < MIN_TESTS:
+        lost.append(f"all tiers collect {len(collected)} tests, fewer than {MIN_TESTS}")
+    if lost:
+        pytest.exit(
+            f"{len(lost)} test(s) of {LISTED.name} lost (map a merged or renamed test in "
+            "merged_tests.txt):\n  " + "\n  ".join(lost),
+            returncode=pytest.ExitCode.TESTS_FAILED,
+        )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Note every skipped test and its reason (xfails are not skips)."""
+    if report.skipped and not hasattr(report, "wasxfail") and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        _SKIPPED.setdefault(report.nodeid, reason)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In CI (CI=true), a skip tests/skips.txt does not list fails the run."""
+    config = session.config
+    if os.environ.get("CI") != "true" or hasattr(config, "workerinput"):
+        return
+    unexplained = unexplained_skips(_SKIPPED, allowed_skips())
+    config.stash[_UNEXPLAINED] = unexplained
+    if unexplained and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the skips CI does not allow (tests/skips.txt lists the allowed ones)."""
+    unexplained = terminalreporter.config.stash.get(_UNEXPLAINED, [])
+    if unexplained:
+        terminalreporter.section("skips tests/skips.txt does not allow (CI=true)", red=True)
+        for line in unexplained:
+            terminalreporter.line(line)
