@@ -9,7 +9,7 @@ MKDOCS_CONFIG ?= mkdocs.yml
 # tiers .ci/run starts side by side take about as long (tests/support/fault_table.py agrees).
 FAULT_TIER := faults or slow
 
-.PHONY: help install test test-faults test-ts test-containers lint format docs demo page page-down bench bench-quick kafka-up kafka-down clean
+.PHONY: help install test test-faults test-ts test-containers lint format docs demo page page-down bench bench-quick soak kafka-up kafka-down clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -70,6 +70,9 @@ bench: install ## every benchmark next to its baseline and goal, the twins besid
 
 bench-quick: install ## the benchmarks at 100k records with short windows (~12 min)
 	bash scripts/bench.sh --quick
+
+soak: install ## randomized faults on a 3-broker cluster, workers and aggregators, checked against replay (SOAK_S=600, SOAK_SEED, SOAK_PLANT=1)
+	$(BIN)/python -m tests.soak
 
 kafka-up: install ## start the local broker on 127.0.0.1:9092 and create the topics
 	$(BIN)/resultlog kafka up

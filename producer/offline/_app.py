@@ -89,7 +89,12 @@ class State:
         with self._lock:
             self._requests.append(entry)
             if self._log_file is not None:
-                line = {"sample_id": entry.sample_id, "epoch": entry.epoch}
+                model = entry.body.get("model")
+                line = {
+                    "sample_id": entry.sample_id,
+                    "epoch": entry.epoch,
+                    "model": model if isinstance(model, str) else None,
+                }
                 self._log_file.write(json.dumps(line) + "\n")
                 self._log_file.flush()
 

@@ -28,7 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--port-file", type=Path, help="write the bound port to this file")
     parser.add_argument(
-        "--request-log", type=Path, help="append one JSON line per request (sample_id, epoch)"
+        "--request-log",
+        type=Path,
+        help="append one JSON line per request (sample_id, epoch, model)",
     )
     parser.add_argument(
         "--latency-ms",

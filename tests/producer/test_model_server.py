@@ -222,9 +222,9 @@ def test_request_log_file_gets_one_line_per_request(tmp_path: Path) -> None:
         chat(client, server.base_url, None)
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert lines == [
-        {"sample_id": "a", "epoch": 0},
-        {"sample_id": "a", "epoch": 1},
-        {"sample_id": None, "epoch": None},
+        {"sample_id": "a", "epoch": 0, "model": "m"},
+        {"sample_id": "a", "epoch": 1, "model": "m"},
+        {"sample_id": None, "epoch": None, "model": "m"},
     ]
 
 
@@ -257,8 +257,8 @@ def test_standalone_server_writes_its_port_and_logs_requests(tmp_path: Path) -> 
         # Flushed per line: readable while the server is still running.
         lines = [json.loads(line) for line in log.read_text().splitlines()]
         assert lines == [
-            {"sample_id": pair_with("correct"), "epoch": 0},
-            {"sample_id": "b", "epoch": 3},
+            {"sample_id": pair_with("correct"), "epoch": 0, "model": "m"},
+            {"sample_id": "b", "epoch": 3, "model": "m"},
         ]
     finally:
         proc.send_signal(signal.SIGTERM)
