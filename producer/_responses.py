@@ -15,7 +15,7 @@ from resultlog.producer.context import SampleContext
 from resultlog.producer.errors import ModelError
 from resultlog.schemas import MAX_COST_USD, MAX_TOKENS
 
-__all__ = ["Completion", "CompletionUsage", "parse_response", "status_error"]
+__all__ = ["Completion", "CompletionUsage", "parse_response", "parse_usage", "status_error"]
 
 _SNIPPET_CHARS = 200
 
@@ -115,7 +115,7 @@ def _completion(data: Any, elapsed_ms: int, attempts: int) -> Completion:
         tool_calls=tool_calls if isinstance(tool_calls, list) and tool_calls else None,
         generation_id=_opt_str(data.get("id")),
         model=_opt_str(data.get("model")),
-        usage=_usage(data.get("usage")),
+        usage=parse_usage(data.get("usage")),
         raw=data,
         elapsed_ms=elapsed_ms,
         finish_reason=_opt_str(choices[0].get("finish_reason")),
@@ -137,7 +137,7 @@ def _content_text(content: Any) -> str:
     raise ValueError(f"message content has unexpected type {type(content).__name__}")
 
 
-def _usage(raw: Any) -> CompletionUsage | None:
+def parse_usage(raw: Any) -> CompletionUsage | None:
     """Read OpenAI/OpenRouter usage fields; None when the endpoint reported none.
 
     One rule for every field: absent (or null) is unknown (0 tokens, no cost); present but

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
@@ -19,7 +19,7 @@ from resultlog.kafka import KafkaClientError, KafkaConnection, arrived, produce_
 from resultlog.producer.lm_eval._errors import LmEvalError
 from resultlog.schemas import RunKey, partition_for, run_key_prefix
 
-__all__ = ["Answer", "AnswerLog", "RunAnswers"]
+__all__ = ["Answer", "AnswerLog", "RunAnswers", "Tokens"]
 
 _TIMEOUT_S = 30.0
 _ANSWER = b"a/"
@@ -34,15 +34,32 @@ _TRANSIENT = frozenset(
 )
 
 
+class Tokens(NamedTuple):
+    """The tokens the endpoint reported for an answer."""
+
+    input: int
+    output: int
+    total: int
+    reasoning: int = 0
+
+    def plus(self, other: Tokens | None) -> Tokens:
+        """Both counts summed, field by field."""
+        if other is None:
+            return self
+        return Tokens(*(mine + theirs for mine, theirs in zip(self, other, strict=True)))
+
+
 @dataclass(frozen=True)
 class Answer:
-    """One answered request: lm-eval's response to it and what it cost (USD, 0: unknown)."""
+    """One answered request: lm-eval's response to it, what it cost (USD, 0: unknown) and
+    the tokens the endpoint reported (None: it reported none)."""
 
     request_type: str
     response: Any
     cost: float = 0.0
     doc_id: int | None = None
     repeat: int = 0
+    tokens: Tokens | None = None
 
     def encode(self) -> bytes:
         """The message value."""
@@ -52,6 +69,7 @@ class Answer:
             "cost": self.cost,
             "doc_id": self.doc_id,
             "repeat": self.repeat,
+            "tokens": None if self.tokens is None else list(self.tokens),
         }
         return json.dumps(fields, separators=(",", ":")).encode()
 
@@ -62,7 +80,15 @@ class Answer:
         response = fields["response"]
         if fields["type"] == "loglikelihood":
             response = (float(response[0]), bool(response[1]))
-        return cls(fields["type"], response, fields["cost"], fields["doc_id"], fields["repeat"])
+        tokens = fields.get("tokens")  # absent from answers written before tokens were kept
+        return cls(
+            fields["type"],
+            response,
+            fields["cost"],
+            fields["doc_id"],
+            fields["repeat"],
+            Tokens(*tokens) if tokens is not None else None,
+        )
 
 
 @dataclass

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
+from resultlog.producer._responses import parse_usage
 from resultlog.producer.lease import RunLease
-from resultlog.producer.lm_eval._answers import Answer, AnswerLog
+from resultlog.producer.lm_eval._answers import Answer, AnswerLog, Tokens
 from resultlog.producer.lm_eval._config import (
     ModelIdentity,
     TaskConfig,
@@ -77,7 +78,8 @@ class DurableLM:
         self._pending: defaultdict[str, deque[_Pending]] = defaultdict(deque)
         self._written: set[str] = set()
         self._stamps: defaultdict[str, deque[dict[str, Any]]] = defaultdict(deque)
-        self._cost = 0.0
+        self._cost = 0.0  # what the responses parsed since the last answer reported
+        self._tokens: Tokens | None = None
         self._over: str | None = None  # why no further request may start
         self._api = hasattr(lm, "_create_payload")
         lm.set_cache_hook(_Hook(self))
@@ -131,11 +133,12 @@ class DurableLM:
         """Make one answer durable (acks=all); stop once its task's budget is spent."""
         task = pending.task
         cost, self._cost = self._cost, 0.0
+        tokens, self._tokens = self._tokens, None
         if task is None:
             return
         if task.lease is not None:
             task.lease.check()  # a process that stalled past its lease writes nothing more
-        answer = Answer(request_type, response, cost, pending.doc_id, pending.repeat)
+        answer = Answer(request_type, response, cost, pending.doc_id, pending.repeat, tokens)
         self._log.write(task.run_key, pending.key, answer)
         self._written.add(pending.key)
         task.answers[pending.key] = answer
@@ -167,7 +170,7 @@ class DurableLM:
                 )
 
     def _wrap_api(self, lm: Any) -> None:
-        """Stamp x_bench on lm-eval's OpenAI-compatible requests; learn what each cost."""
+        """Stamp x_bench on lm-eval's OpenAI-compatible requests; learn what each used."""
         create = lm._create_payload
         stamps = _stamps_payload(lm)
 
@@ -182,11 +185,16 @@ class DurableLM:
 
         lm._create_payload = create_payload
         for name in ("parse_generations", "parse_logprobs"):
-            setattr(lm, name, self._costing(getattr(lm, name)))
+            setattr(lm, name, self._billing(getattr(lm, name)))
 
-    def _costing(self, parse: Callable[..., Any]) -> Callable[..., Any]:
+    def _billing(self, parse: Callable[..., Any]) -> Callable[..., Any]:
+        # lm-eval parses a response and reports its answers with no await between: what is
+        # parsed here belongs to the next answer reported (a batch's bill to its first).
         def parsed(*args: Any, outputs: Any = None, **kwargs: Any) -> Any:
-            self._cost += _cost_of(outputs)
+            cost, tokens = _usage_of(outputs)
+            self._cost += cost
+            if tokens is not None:
+                self._tokens = tokens.plus(self._tokens)
             return parse(*args, outputs=outputs, **kwargs)
 
         return parsed
@@ -223,13 +231,22 @@ def _stamp_key(context: Any) -> str | None:
     return context if isinstance(context, str) else None
 
 
-def _cost_of(outputs: Any) -> float:
-    """The USD cost the endpoint reported for a response (or a batch of them)."""
+def _usage_of(outputs: Any) -> tuple[float, Tokens | None]:
+    """The USD cost and tokens the endpoint reported for a response (or a batch of them),
+    read as `resultlog run` reads them; a usage it cannot trust is logged and not counted."""
     items = outputs if isinstance(outputs, list) else [outputs]
-    total = 0.0
+    cost, tokens = 0.0, None
     for item in items:
-        usage = item.get("usage") if isinstance(item, dict) else None
-        cost = usage.get("cost") if isinstance(usage, dict) else None
-        if isinstance(cost, int | float):
-            total += float(cost)
-    return total
+        try:
+            usage = parse_usage(item.get("usage") if isinstance(item, dict) else None)
+        except ValueError as exc:
+            log.warning("lm-eval response with an unusable usage: %s", exc)
+            continue
+        if usage is None:
+            continue
+        cost += usage.cost or 0.0
+        used = Tokens(
+            usage.input_tokens, usage.output_tokens, usage.total_tokens, usage.reasoning_tokens
+        )
+        tokens = used.plus(tokens)
+    return cost, tokens

@@ -7,11 +7,12 @@ import math
 import numbers
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from resultlog.consumers import SCORER_PREFIX
+from resultlog.producer.lm_eval._answers import Answer, Tokens
 from resultlog.producer.lm_eval._config import canonical
 from resultlog.producer.lm_eval._durable import TaskState
 from resultlog.schemas import (
@@ -49,10 +50,45 @@ def task_records(
         "harness": Harness(name="lm_eval", version=_version()),
         "worker": WriterProcess(host=socket.gethostname(), pid=os.getpid()),
     }
+    bills = _bills(task.answers.values())
     return [
-        _record(task, doc_id, logged, {**shared, "dataset_size": max(size, doc_id + 1)})
+        _record(
+            task,
+            doc_id,
+            logged,
+            {**shared, "dataset_size": max(size, doc_id + 1), **_usage(bills.get(doc_id))},
+        )
         for doc_id, logged in sorted(by_doc.items())
     ]
+
+
+def _bills(answers: Iterable[Answer]) -> dict[int, tuple[float, Tokens | None]]:
+    """What each document's answers cost and the tokens they used, by document."""
+    bills: dict[int, tuple[float, Tokens | None]] = {}
+    for answer in answers:
+        if answer.doc_id is None:
+            continue
+        cost, tokens = bills.get(answer.doc_id, (0.0, None))
+        if answer.tokens is not None:
+            tokens = answer.tokens.plus(tokens)
+        bills[answer.doc_id] = (cost + answer.cost, tokens)
+    return bills
+
+
+def _usage(bill: tuple[float, Tokens | None] | None) -> dict[str, Any]:
+    """The record's usage and spent_cost: none when the endpoint reported nothing."""
+    if bill is None or (bill[1] is None and bill[0] == 0.0):
+        return {}
+    cost, tokens = bill
+    used = tokens or Tokens(0, 0, 0)
+    usage = {
+        "input_tokens": used.input,
+        "output_tokens": used.output,
+        "total_tokens": used.total,
+        "reasoning_tokens": used.reasoning,
+        "total_cost": cost,
+    }
+    return {"usage": usage, "spent_cost": cost}
 
 
 def _record(

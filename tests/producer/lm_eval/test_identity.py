@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from resultlog.producer.lm_eval._answers import Answer
+from resultlog.producer.lm_eval._answers import Answer, Tokens
 from resultlog.producer.lm_eval._config import (
     TaskConfig,
     args_digest,
@@ -62,8 +62,14 @@ def test_answers_round_trip_through_their_message_value() -> None:
         Answer("generate_until", "The answer is 3.", 0.25, 7, 1),
         Answer("loglikelihood", (-1.5, True), 0.0, 2, 0),
         Answer("loglikelihood_rolling", -12.0),
+        Answer("generate_until", "4", 0.5, 3, 0, Tokens(12, 3, 15, 1)),
     ):
         assert Answer.decode(answer.encode()) == answer
+
+
+def test_an_answer_written_before_tokens_were_kept_decodes_without_them() -> None:
+    value = b'{"type":"generate_until","response":"4","cost":0.5,"doc_id":3,"repeat":0}'
+    assert Answer.decode(value) == Answer("generate_until", "4", 0.5, 3, 0)
 
 
 def _task() -> TaskState:
@@ -106,3 +112,20 @@ def test_a_metric_outside_zero_one_is_carried_but_not_scored() -> None:
     [record] = task_records(_task(), logged, {})
     assert record.score.value == ScoreValue.S
     assert record.score.metrics == {"scorer:perplexity,extract": 12.5}
+
+
+def test_a_record_carries_its_documents_tokens_and_cost() -> None:
+    task = _task()
+    task.answers.update(
+        {
+            "a": Answer("generate_until", "3", 0.25, 0, 0, Tokens(10, 2, 12)),
+            "b": Answer("generate_until", "3", 0.5, 0, 1, Tokens(11, 3, 14, 1)),
+            "c": Answer("generate_until", "9", 0.0, 1, 0),  # the endpoint reported nothing
+        }
+    )
+    first, second = task_records(task, [_logged(0, 1.0), _logged(1, 0.0)], {})
+    assert first.usage is not None
+    assert (first.usage.input_tokens, first.usage.output_tokens) == (21, 5)
+    assert (first.usage.total_tokens, first.usage.reasoning_tokens) == (26, 1)
+    assert first.usage.total_cost == first.spent_cost == 0.75
+    assert (second.usage, second.spent_cost) == (None, None)

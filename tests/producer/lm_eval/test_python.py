@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import resultlog.lm_eval
@@ -60,6 +61,19 @@ def _evaluate(
     )
 
 
+def _reported(server: ModelServer, path: str) -> tuple[int, int, float]:
+    """The input and output tokens and the cost the server reports for the requests it got,
+    asked of it again (it answers a request alike each time)."""
+    inputs = outputs = 0
+    cost = 0.0
+    for request in list(server.requests):
+        usage = httpx.post(f"{server.base_url}{path}", json=request.body).json()["usage"]
+        inputs += usage["prompt_tokens"]
+        outputs += usage["completion_tokens"]
+        cost += usage["cost"]
+    return inputs, outputs, cost
+
+
 def test_a_rerun_asks_nothing_and_replay_equals_lm_eval(
     kafka: KafkaConnection, server: ModelServer, tmp_path: Path, unique_name: str
 ) -> None:
@@ -76,6 +90,17 @@ def test_a_rerun_asks_nothing_and_replay_equals_lm_eval(
     again = _evaluate(kafka, unique_name, server, tasks)
     assert len(server.requests) == DOCS  # every answer served from the log
     assert again["results"][TASK] == results["results"][TASK]
+    _assert_usage(kafka, key, server, "/chat/completions")
+
+
+def _assert_usage(kafka: KafkaConnection, key: RunKey, server: ModelServer, path: str) -> None:
+    """Replay carries the tokens and cost the endpoint reported, after a rerun served all."""
+    inputs, outputs, cost = _reported(server, path)
+    assert inputs > 0 and outputs > 0 and cost > 0
+    summary = replay_run(kafka, key).summaries[key]
+    assert (summary.usage.input_tokens, summary.usage.output_tokens) == (inputs, outputs)
+    assert summary.usage.total_cost == pytest.approx(cost)
+    assert summary.spent_cost == pytest.approx(cost)
 
 
 def test_a_changed_task_is_refused_before_any_request(
@@ -145,3 +170,4 @@ def test_multiple_choice_log_likelihoods_through_local_completions(
     again = _evaluate(kafka, unique_name, server, tasks, **extra)
     assert len(server.requests) == DOCS * CHOICES  # every log-likelihood served from the log
     assert again["results"][MC_TASK]["acc,none"] == accuracy
+    _assert_usage(kafka, key, server, "/completions")
