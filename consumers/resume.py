@@ -39,6 +39,7 @@ from resultlog.schemas import (
 )
 
 __all__ = [
+    "Covered",
     "LoadedViews",
     "ResumeState",
     "RunRecords",
@@ -103,12 +104,22 @@ def _building() -> Iterator[None]:
         gc.enable()
 
 
+class Covered(NamedTuple):
+    """Where a read's latest records lie: their partition and first and last offsets."""
+
+    partition: int
+    first: int
+    last: int
+
+
 class RunRecords(NamedTuple):
-    """A run key's latest records, and how many latest values could not be decoded (by kind)."""
+    """A run key's latest records, how many latest values could not be decoded (by kind), and
+    the offsets of the latest values read (None when there were none, or not from Kafka)."""
 
     records: list[SampleResult]
     undecodable: int
     reasons: Mapping[str, int] = MappingProxyType({})
+    covered: Covered | None = None
 
 
 def _latest_per_key(records: list[_Decoded]) -> list[_Decoded]:
@@ -144,7 +155,9 @@ def read_run_records(
     """
     partition, _, latest = _latest_values_to_end(kafka, run_key, timeout_s, stop)
     records, reasons = _decode_latest(kafka, latest, partition, decode_value, samples)
-    return RunRecords(records, reasons.total(), MappingProxyType(dict(reasons)))
+    offsets = [offset for offset, _ in latest.values()]
+    covered = Covered(partition, min(offsets), max(offsets)) if offsets else None
+    return RunRecords(records, reasons.total(), MappingProxyType(dict(reasons)), covered)
 
 
 def _decode_latest(

@@ -1,10 +1,12 @@
 """Rescore a run from the log: a new scorer over its stored answers, without the model.
 
-`rescore_run` reads nothing itself: give it the source run's latest records (the resume
-reader's `read_run_records`) and a store; it writes the rescored run through the store.
+`rescore_run` reads nothing itself: give it the source run's latest records
+(`read_finished`, which waits for or refuses a run still being written) and a store; it
+writes the rescored run through the store.
 Inspect AI scorers (`inspect_ai.scorer:includes`) need the `inspect` extra.
 """
 
+from resultlog.producer.rescore._answer import stored_answer
 from resultlog.producer.rescore._errors import RescoreError
 from resultlog.producer.rescore._grader import Grader
 from resultlog.producer.rescore._rescore import (
@@ -14,6 +16,7 @@ from resultlog.producer.rescore._rescore import (
     rescore_run,
 )
 from resultlog.producer.rescore._scorer import BUILT_INS, RecordScorer, resolve_scorer
+from resultlog.producer.rescore._source import SourceBusyError, read_finished
 
 __all__ = [
     "BUILT_INS",
@@ -22,7 +25,10 @@ __all__ = [
     "RescoreConfig",
     "RescoreError",
     "RescoreResult",
+    "SourceBusyError",
+    "read_finished",
     "rescore_config",
     "rescore_run",
     "resolve_scorer",
+    "stored_answer",
 ]

@@ -16,6 +16,7 @@ from typing import Any
 
 from resultlog.consumers import LoadedViews, RunFold, RunRecords
 from resultlog.consumers.fold import Contribution
+from resultlog.consumers.resume import Covered
 from resultlog.producer._budget import Budget
 from resultlog.producer._retry import WritePolicy
 from resultlog.producer._schedule import LeaseFactory, first_error, leased
@@ -72,11 +73,16 @@ class RescoreResult:
 
 
 def rescore_config(
-    source: Sequence[SampleResult], scorer: str, grader: Grader | None
+    source: Sequence[SampleResult],
+    scorer: str,
+    grader: Grader | None,
+    covered: Covered | None = None,
 ) -> RescoreConfig:
-    """The rescored run's configuration: the source run (and its newest configuration), the
-    scorer and the grader, as canonical JSON with its sha256."""
+    """The rescored run's configuration: the source run (its newest configuration, how many
+    records and the results offsets they were read from), the scorer and the grader, as
+    canonical JSON with its sha256."""
     newest = max(source, key=lambda r: (r.created_at, r.sample_index, r.epoch))
+    offsets = None if covered is None else covered._asdict()
     value: dict[str, Any] = {
         "format": 1,
         "model": newest.model,
@@ -85,6 +91,8 @@ def rescore_config(
         "rescored_from": {
             "run_id": newest.run_id,
             "config_fingerprint": newest.config_fingerprint,
+            "records": len(source),
+            "offsets": offsets,
         },
         "grader": None
         if grader is None
@@ -121,7 +129,9 @@ async def rescore_run(
         raise RescoreError(f"--as {as_run_id} is the source run: name a new run")
     if scorer.graded and grader is None:
         raise RescoreError(f"scorer {scorer.name} asks a model: give a grader (--grader-model)")
-    config = rescore_config(source.records, scorer.name, grader if scorer.graded else None)
+    config = rescore_config(
+        source.records, scorer.name, grader if scorer.graded else None, source.covered
+    )
     job = _Rescore(
         target,
         scorer,

@@ -23,7 +23,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
             "Read the run's latest records, apply --scorer to each stored answer and write "
             "them as run --as (same benchmark and model): the answers, usage and bill are the "
             "source's, only the score is new. Degraded records stay degraded; records without "
-            "a stored answer are counted, not guessed. The same command again resumes it."
+            "a stored answer are counted, not guessed. A run still being written (its lease "
+            "held) is refused, or waited for with --wait. The same command again resumes it."
         ),
     )
     add_run_key(rescore)
@@ -57,6 +58,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         default=8,
         help="records scored at once",
     )
+    rescore.add_argument(
+        "--wait",
+        action="store_true",
+        help="if the run is still being written (its lease held), wait for it to finish "
+        "instead of refusing",
+    )
     rescore.add_argument("--json", action="store_true", help="print the summary as JSON")
     rescore.set_defaults(handler=rescore_command)
 
@@ -83,13 +90,12 @@ async def _rescore(args: argparse.Namespace, kafka: Any, source: Any, scorer: An
 
     from resultlog.cli._console import ProgressBar
     from resultlog.cli._run import check_base_url
-    from resultlog.consumers import read_run_records
     from resultlog.errors import CliError
     from resultlog.producer import KafkaResultStore, ModelClient, claim_lease
     from resultlog.producer.offline import ModelServer
-    from resultlog.producer.rescore import Grader, rescore_run
+    from resultlog.producer.rescore import Grader, read_finished, rescore_run
 
-    loaded = await asyncio.to_thread(read_run_records, kafka, source)
+    loaded = await asyncio.to_thread(read_finished, kafka, source, wait=args.wait, on_wait=_say)
     if not loaded.records:
         raise CliError(f"run {source} has no records in {kafka.results_topic}")
     settings = kafka.settings
@@ -126,6 +132,12 @@ async def _rescore(args: argparse.Namespace, kafka: Any, source: Any, scorer: An
             )
     finally:
         await store.close()
+
+
+def _say(line: str) -> None:
+    import sys
+
+    print(f"resultlog: {line}", file=sys.stderr, flush=True)
 
 
 def _print(result: RescoreResult, args: argparse.Namespace) -> None:

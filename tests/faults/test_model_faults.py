@@ -35,7 +35,7 @@ FATAL: list[tuple[Fault, str, int]] = [
 
 
 def _records(settings: Settings, run_id: str) -> list[SampleResult]:
-    records, undecodable, _ = read_run_records(
+    records, undecodable, *_ = read_run_records(
         KafkaConnection(settings), RunKey(run_id, "arith", MODEL)
     )
     assert undecodable == 0

@@ -441,7 +441,7 @@ async def test_resume_reads_only_the_run_keys_partition(
 ) -> None:
     await run_with(limit_samples(arith(), 4), model_client, kafka_store, "mine")
     await run_with(limit_samples(arith(), 4), model_client, kafka_store, "other")
-    records, undecodable, _ = read_run_records(
+    records, undecodable, *_ = read_run_records(
         KafkaConnection(settings), RunKey("mine", "arith", MODEL)
     )
     assert undecodable == 0

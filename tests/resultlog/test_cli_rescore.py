@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from resultlog.kafka import KafkaConnection
+from resultlog.producer import claim_lease
+from resultlog.schemas import RunKey
 from tests.support.cli import one_line_error, run_cli
 
 _KEY = ("--run-id", "r1", "--benchmark", "arith", "--model", "demo/model")
@@ -23,3 +28,14 @@ def test_a_rescore_mistake_is_one_line(
     done = run_cli(cli_env, "rescore", *_KEY, *options)
     assert done.returncode == 1
     assert said in one_line_error(done)
+
+
+def test_a_run_still_being_written_is_refused_naming_its_writer(
+    cli_env: dict[str, str], kafka: KafkaConnection
+) -> None:
+    with claim_lease(kafka, RunKey("r1", "arith", "demo/model"), (0, 10)):
+        done = run_cli(cli_env, "rescore", *_KEY, "--scorer", "exact", "--as", "r2")
+    assert done.returncode == 1
+    said = one_line_error(done)
+    assert "run r1 / arith / demo/model is still being written" in said
+    assert f"pid {os.getpid()}" in said and "--wait" in said

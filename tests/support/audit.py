@@ -31,7 +31,7 @@ class Audit:
 def audit(settings: Settings, run_key: RunKey, pairs: set[tuple[int, int]]) -> Audit:
     """Compare the run's latest records (exactly one per pair) and raw records with `pairs`."""
     with KafkaConnection(settings) as kafka:
-        records, undecodable, _ = read_run_records(kafka, run_key)
+        records, undecodable, *_ = read_run_records(kafka, run_key)
     assert undecodable == 0
     latest = Counter((r.sample_index, r.epoch) for r in records)
     assert all(n == 1 for n in latest.values())
