@@ -20,6 +20,7 @@ from resultlog._lazy import lazy_exports
 
 # Each name is imported where it is first used (resultlog._lazy): these imports say from where.
 if TYPE_CHECKING:
+    from resultlog.consumers._samples import Comparison, RunSamples
     from resultlog.consumers._scored import SCORER_PREFIX
     from resultlog.consumers.aggregator import Aggregator
     from resultlog.consumers.errors import ConsumerError
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SCORER_PREFIX",
     "Aggregator",
+    "Comparison",
     "ConsumerError",
     "KeyHistory",
     "LoadedViews",
@@ -56,6 +58,7 @@ __all__ = [
     "ResumeState",
     "RunFold",
     "RunRecords",
+    "RunSamples",
     "RunStatus",
     "SummaryPublisher",
     "fold_path",

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from resultlog.consumers import RunRecords, fold_records
-from resultlog.consumers.aggregator.web import RunSamples
+from resultlog.consumers import RunRecords, RunSamples, fold_records
 from resultlog.schemas import RunKey, RunSummary, SampleResult, ScoreValue
 
 __all__ = ["CONFIG_PREFIX", "METRIC_PREFIX", "ReadRun", "config_columns", "sample_row"]

@@ -21,8 +21,7 @@ from resultlog.analysis._frames import (
 )
 from resultlog.analysis._rows import ReadRun
 from resultlog.analysis.errors import AnalysisError
-from resultlog.consumers import read_run_records, run_keys_of
-from resultlog.consumers.aggregator.web import Comparison
+from resultlog.consumers import Comparison, read_run_records, run_keys_of
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from resultlog.consumers._stats import wilson
 from resultlog.consumers.aggregator import Aggregator
-from resultlog.consumers.aggregator.web._stats import wilson
 from resultlog.settings import Settings
 from tests.support.aggregator import raw_get, serving
 from tests.support.kafka import write

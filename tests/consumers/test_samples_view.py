@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from resultlog.consumers import RunRecords, fold_records
-from resultlog.consumers.aggregator.web._samples import Comparison, RunSamples
+from resultlog.consumers._samples import Comparison, RunSamples
 from resultlog.schemas import SampleResult
 from tests.support.records import RUN_KEY, make_record
 

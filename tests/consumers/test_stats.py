@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resultlog.consumers.aggregator.web._stats import (
+from resultlog.consumers._stats import (
     Flip,
     estimate,
     flip_of,

@@ -6,13 +6,10 @@ from resultlog.consumers.aggregator.web._api import (
     run_key_from_path,
 )
 from resultlog.consumers.aggregator.web._http import HttpServer
-from resultlog.consumers.aggregator.web._samples import Comparison, RunSamples
 
 __all__ = [
     "BadRequestError",
-    "Comparison",
     "HttpServer",
-    "RunSamples",
     "create_app",
     "run_key_from_path",
 ]

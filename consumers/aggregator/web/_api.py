@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from resultlog.consumers._samples import Comparison
 from resultlog.consumers.aggregator._state import RunFilter
 from resultlog.consumers.aggregator.web._headers import SecurityHeaders
 from resultlog.consumers.aggregator.web._page import OPEN_PATHS, OPEN_PREFIXES, page_routes
@@ -46,7 +47,7 @@ from resultlog.consumers.aggregator.web._paths import (
     run_route,
 )
 from resultlog.consumers.aggregator.web._reads import ReadPool
-from resultlog.consumers.aggregator.web._samples import Comparison, SampleCache
+from resultlog.consumers.aggregator.web._samples import SampleCache
 from resultlog.consumers.aggregator.web._source import (
     NotServedError,
     SummarySource,

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 
+from resultlog.consumers._samples import Comparison, RunSamples
+from resultlog.consumers._stats import Estimate, Flip
 from resultlog.consumers.aggregator.web import _svg
-from resultlog.consumers.aggregator.web._samples import Comparison, RunSamples
-from resultlog.consumers.aggregator.web._stats import Estimate, Flip
 from resultlog.schemas import RunKey, RunSummary, encode_run_key
 
 __all__ = [

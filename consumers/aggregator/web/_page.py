@@ -20,11 +20,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from resultlog.consumers._samples import Comparison, RunSamples
 from resultlog.consumers.aggregator._state import RunFilter
 from resultlog.consumers.aggregator.web import _html
 from resultlog.consumers.aggregator.web._paths import BadRequestError, compare_keys, run_route
 from resultlog.consumers.aggregator.web._reads import ReadPool
-from resultlog.consumers.aggregator.web._samples import Comparison, RunSamples, SampleCache
+from resultlog.consumers.aggregator.web._samples import SampleCache
 from resultlog.consumers.aggregator.web._source import (
     SummarySource,
     read_samples,

@@ -8,10 +8,11 @@ from typing import Protocol
 
 from starlette.responses import JSONResponse, Response
 
+from resultlog.consumers._samples import RunSamples
 from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.aggregator._state import EVERY_RUN, Lookup, RunFilter, RunsPage
 from resultlog.consumers.aggregator.web._paths import describe
-from resultlog.consumers.aggregator.web._samples import RunSamples, SampleCache
+from resultlog.consumers.aggregator.web._samples import SampleCache
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.resume import RunRecords
 from resultlog.schemas import RunKey, RunSummary

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 
-from resultlog.consumers.aggregator.web._samples import Cell
-from resultlog.consumers.aggregator.web._stats import Estimate
+from resultlog.consumers._samples import Cell
+from resultlog.consumers._stats import Estimate
 from resultlog.schemas import ScoreValue
 
 __all__ = [

@@ -3,7 +3,10 @@ its McNemar p-value against an exact binomial computed here."""
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -58,3 +61,30 @@ def test_an_ambiguous_or_unknown_run_id_is_refused_showing_the_tuple_form(
         compare_df("nope", "ids-b", kafka=settings)
     with pytest.raises(AnalysisError, match=r"name a run as \(run_id, benchmark, model\)"):
         compare_df(("ids-a", "arith"), "ids-b", kafka=settings)  # type: ignore[arg-type]
+
+
+# A fresh interpreter imports resultlog.analysis, compares the two runs and prints what it
+# loaded: the statistics live below the web, so no part of the aggregator service comes along.
+_COMPARE_PROBE = """
+import json, sys
+import resultlog.analysis
+from resultlog.settings import Settings
+settings = Settings.model_validate_json(sys.argv[1])
+table = resultlog.analysis.compare_df("ids-a", "ids-b", kafka=settings)
+print(json.dumps({"flips": table.attrs["flips"], "modules": sorted(sys.modules)}))
+"""
+
+
+def test_compare_df_loads_no_part_of_the_aggregator_service(settings: Settings) -> None:
+    _write_runs(settings)
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPARE_PROBE, settings.model_dump_json()],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    seen = json.loads(done.stdout)
+    assert seen["flips"]["i_to_c"] == ["q10"]
+    service = {"uvicorn", "starlette", "rocksdict", "resultlog.consumers.aggregator"}
+    assert service & set(seen["modules"]) == set()

@@ -1,4 +1,4 @@
-"""Deterministic statistics of the runs page: means with a 95% interval, paired differences.
+"""Deterministic statistics of runs: means with a 95% interval, paired differences, McNemar.
 
 The standard error is Inspect AI's `stderr`: the sample standard deviation (n - 1 in the
 denominator) over sqrt(n), 0 for fewer than two values. An accuracy (a proportion, in [0, 1])
