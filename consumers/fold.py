@@ -391,10 +391,6 @@ class RunFold:
     def _newest_of_all(self) -> Contribution | None:
         return max(self._latest.values(), key=Contribution.newness, default=None)
 
-    def per_sample(self) -> Samples:
-        """The per-sample state of the samples the run's shape holds."""
-        return self._totals.samples
-
     def state(self) -> FoldState:
         """The totals as plain values (the per-key and per-sample state excluded)."""
         t = self._totals

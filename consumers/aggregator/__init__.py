@@ -35,7 +35,7 @@ Others write the summaries topic too (`replay --publish`): the aggregator reads 
 partitions it owns and corrects stale, phantom or deleted summaries once caught up
 (`_reconcile`). It stops with a one-line error when a topic no longer matches the settings
 (checked every few seconds and on every rebalance), and never dead-letters a record because
-the schema registry was away: it reads it again. The HTTP server (`_http`) bounds what slow or
+the schema registry was away: it reads it again. The HTTP server (`web._http`) bounds what slow or
 hostile clients can hold.
 
 Dead letters are written once per instance (offsets already read by this instance are not

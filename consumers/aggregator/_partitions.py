@@ -166,7 +166,7 @@ def _parked_at(bounds: tuple[int, int | None]) -> int:
     """The absolute offset a partition is taken at, paused, until its store is restored."""
     # Taken without one, librdkafka looks an offset up (the committed one, else
     # auto.offset.reset's), and an answer that arrives after the adoption assigned where the
-    # store ends overrides that (librdkafka#5345): under load, a restored partition was read
+    # store ends overrides that (a race in librdkafka): under load, a restored partition was read
     # again from its start.
     low, high = bounds
     return low if high is None else high

@@ -144,7 +144,7 @@ def test_partitions_are_taken_and_read_at_offsets_the_aggregator_names(
     settings: Settings, tmp_path: Path
 ) -> None:
     # Never at one librdkafka looks up (committed, else auto.offset.reset's): a late answer
-    # to that lookup overrides where the adoption starts reading (librdkafka#5345).
+    # to that lookup overrides where the adoption starts reading (a race in librdkafka).
     write_many(settings, RECORDS)
     every = list(range(settings.partitions))
     ends = _ends(settings, every)
