@@ -164,6 +164,8 @@ _OUTSIDE = re.compile(
             r"\bthe " + r"card\b",
             r"\b[Ii]ssue" + r" [0-9]+",
             r"\b[Ii]tems?" + r" [0-9]+",
+            # another project's issue or pull request: a name, '#' and its number (not a colour)
+            r"[A-Za-z_-]" + r"#[0-9]{3,}(?![0-9a-fA-F])",
         ]
     )
 )
@@ -192,3 +194,34 @@ def test_nothing_points_outside_the_repository() -> None:
             if _OUTSIDE.search(line):
                 offending.append(f"{name}:{number}: {line.strip()}")
     assert offending == []
+
+
+def test_the_design_page_names_every_topic_the_settings_define() -> None:
+    design = (REPO / "docs/design.md").read_text(encoding="utf-8")
+    unnamed = [topic for topic in Settings().every_topic() if f"| `{topic}` |" not in design]
+    assert unnamed == []
+
+
+# Java and the broker's jars come with the package (the `local` extra, Maven Central through
+# httpx): no page may send a user to install either by hand.
+_BY_HAND = re.compile(r"(apt-get|apt|brew|dnf|yum) install[^\n`]*\b(openjdk\S*|maven|java)\b")
+
+
+def test_no_page_tells_users_to_install_java_or_maven_by_hand() -> None:
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    told = [
+        f"{page.relative_to(REPO)}: {found.group(0)}"
+        for page in pages
+        for found in _BY_HAND.finditer(page.read_text(encoding="utf-8"))
+    ]
+    assert told == []
+
+
+# A figure with its unit: "0.95 s", "19.6 B", "1.14x", "67.2k rec/s".
+_FIGURE = re.compile(r"(?<![\w.])\d[\d.,]*\s?(?:ms|s|MB|GB|kB|B|x|k? ?rec/s|pairs/s)(?!\w)")
+
+
+def test_the_readme_quotes_no_figure_the_generated_table_does_not_hold() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table = (REPO / "docs/_generated/bench.md").read_text(encoding="utf-8")
+    assert [figure for figure in _FIGURE.findall(readme) if figure not in table] == []
