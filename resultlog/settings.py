@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
@@ -15,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resultlog._pem import PemError, check_ca, check_client_pair, common_name
 
-__all__ = ["KafkaConfig", "Settings", "warn_unknown_variables"]
+__all__ = ["DEFAULT_BOOTSTRAP", "KafkaConfig", "Settings", "local_stack", "warn_unknown_variables"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,29 @@ _CA = "RESULTLOG_SSL_CA_LOCATION"
 _CERTIFICATE = "RESULTLOG_SSL_CERTIFICATE_LOCATION"
 _KEY = "RESULTLOG_SSL_KEY_LOCATION"
 _MIN_TOKEN = 16  # characters of RESULTLOG_HTTP_TOKEN: guessing it must be hopeless
+_BOOTSTRAP = "RESULTLOG_BOOTSTRAP_SERVERS"
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# One bootstrap address: a host name, an IPv4 address or a bracketed IPv6 one, and a port.
+_ADDRESS = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>[0-9]{1,5})")
+
+
+def local_stack() -> str | None:
+    """The bootstrap address of the broker running in the default directory, if any.
+
+    Found, it is said once on stderr and put in this process's environment, so that the
+    processes it starts (workers, harnesses) use the same broker without saying it again.
+    """
+    from resultlog.broker._state import default_kafka_dir, local_bootstrap
+
+    directory = default_kafka_dir()
+    found = local_bootstrap(directory)
+    if found is not None and not os.environ.get(_BOOTSTRAP):
+        os.environ[_BOOTSTRAP] = found
+        print(
+            f"resultlog: {_BOOTSTRAP} is unset: using the local broker {found} ({directory})",
+            file=sys.stderr,
+        )
+    return found
 
 
 class Settings(BaseSettings):
@@ -65,8 +90,10 @@ class Settings(BaseSettings):
     # one on every field.
     model_config = SettingsConfigDict(env_prefix="RESULTLOG_", frozen=True, extra="ignore")
 
-    bootstrap_servers: str = "127.0.0.1:9092"
-    """Kafka's bootstrap servers, `HOST:PORT[,HOST:PORT...]`."""
+    bootstrap_servers: str = Field(default_factory=lambda: local_stack() or DEFAULT_BOOTSTRAP)
+    """Kafka's bootstrap servers, `HOST:PORT[,HOST:PORT...]`. Unset: the broker `resultlog up`
+    or `resultlog kafka up` runs in the default directory (said once on stderr), else
+    `127.0.0.1:9092`."""
     security_protocol: SecurityProtocol = "PLAINTEXT"
     """How clients talk to the brokers: TLS (`SSL`), SASL, both, or neither."""
     sasl_mechanism: SaslMechanism | None = None
@@ -191,8 +218,17 @@ class Settings(BaseSettings):
             raise PydanticCustomError(
                 "empty_bootstrap",
                 "RESULTLOG_BOOTSTRAP_SERVERS is empty: set it to HOST:PORT[,HOST:PORT...] "
-                "(unset, it is 127.0.0.1:9092)",
+                "(unset, it is the local stack's broker, else 127.0.0.1:9092)",
             )
+        for address in value.split(","):
+            match = _ADDRESS.fullmatch(address.strip())
+            if match is None or not 0 < int(match["port"]) < 65536:
+                raise PydanticCustomError(
+                    "bad_bootstrap",
+                    "RESULTLOG_BOOTSTRAP_SERVERS has {address}, not HOST:PORT "
+                    "(a port of 1-65535): set it to HOST:PORT[,HOST:PORT...]",
+                    {"address": repr(address.strip())},
+                )
         return value
 
     @field_validator("api_key", mode="before")

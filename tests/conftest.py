@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -81,6 +82,15 @@ def _kafka_container() -> tuple[str, DockerContainer]:
     container.start()
     wait_for_logs(container, "Kafka Server started", timeout=300)
     return f"127.0.0.1:{port}", container
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_local_stack() -> Iterator[None]:
+    """No test finds a developer's own `resultlog up` (used when the variable is unset)."""
+    # A short path without hyphens: help texts wrap at hyphens, and tests read paths in them.
+    with tempfile.TemporaryDirectory(prefix="xdg") as state, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", state)
+        yield
 
 
 @pytest.fixture(scope="session")

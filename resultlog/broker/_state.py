@@ -10,12 +10,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from resultlog.broker._jars import KAFKA_VERSION
+from resultlog.broker._processes import is_kafka_process
 from resultlog.errors import BrokerError
 
 __all__ = [
     "ClusterState",
     "Node",
     "default_kafka_dir",
+    "local_bootstrap",
     "new_cluster_id",
     "read_state",
     "write_private",
@@ -27,6 +29,36 @@ def default_kafka_dir() -> Path:
     """Where `kafka up` keeps its data when no --dir is given."""
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "resultlog" / "kafka"
+
+
+def local_bootstrap(directory: Path) -> str | None:
+    """`127.0.0.1:PORT` of each running node of the plain-text cluster in `directory`, comma
+    separated; None when none runs there (or it wants TLS or logins, which need settings).
+
+    A contract with the TypeScript client (src/localStack.ts), documented on the local stack's
+    page: it reads the same two files, `cluster.json` and each node's `broker.pid`.
+    """
+    try:
+        raw = json.loads((directory / "cluster.json").read_text(encoding="utf-8"))
+        if raw.get("sasl") is True or raw.get("tls") is True:
+            return None
+        nodes = [(int(node["node_id"]), int(node["port"])) for node in raw["nodes"]]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    running = [
+        f"127.0.0.1:{port}"
+        for node_id, port in nodes
+        if is_kafka_process(_pid(directory / f"node-{node_id}" / "broker.pid"))
+    ]
+    return ",".join(running) or None
+
+
+def _pid(path: Path) -> int:
+    """The process id a pid file holds (0: none)."""
+    try:
+        return int(path.read_text(encoding="utf-8").strip() or 0)
+    except (OSError, ValueError):
+        return 0
 
 
 @dataclass

@@ -1,16 +1,35 @@
 /** Write N completed records of a run (benchmark ts-demo, model ts/demo) to
- * RESULTLOG_BOOTSTRAP_SERVERS: `node dist/examples/write-run.js --run-id R --records N`. */
+ * RESULTLOG_BOOTSTRAP_SERVERS, else the local stack's broker:
+ * `node dist/examples/write-run.js --run-id R --records N`. */
 import { parseArgs } from "node:util";
 import { KafkaResultStore, ResultLogError, type SampleResult } from "../src/index.js";
 
 const BENCHMARK = "ts-demo";
 const MODEL = "ts/demo";
+const USAGE = `usage: node dist/examples/write-run.js --run-id R --records N
 
-function options(): { runId: string; records: number } {
+Write N completed records of run R (benchmark ${BENCHMARK}, model ${MODEL}), as the Python
+writer would. The broker: RESULTLOG_BOOTSTRAP_SERVERS, else the one \`resultlog up\` or
+\`resultlog kafka up\` runs in the default directory, else 127.0.0.1:9092.
+
+options:
+  --run-id R     the run's id (required)
+  --records N    how many records to write (an integer >= 1)
+  -h, --help     show this help and exit`;
+
+function options(): { runId: string; records: number } | null {
   const { values } = parseArgs({
-    options: { "run-id": { type: "string" }, records: { type: "string" } },
+    options: {
+      "run-id": { type: "string" },
+      records: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
     strict: true,
   });
+  if (values.help) {
+    console.log(USAGE);
+    return null;
+  }
   const runId = values["run-id"];
   const records = Number(values.records);
   if (!runId) {
@@ -47,7 +66,11 @@ function record(runId: string, index: number, total: number): SampleResult {
 }
 
 async function main(): Promise<void> {
-  const { runId, records } = options();
+  const given = options();
+  if (given === null) {
+    return;
+  }
+  const { runId, records } = given;
   const store = await KafkaResultStore.connect();
   try {
     for (let index = 0; index < records; index += 1) {

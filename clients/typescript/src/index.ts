@@ -8,6 +8,7 @@ export { encodeRunKey, partitionFor, recordKey, runKeyPrefix, type RunKey } from
 export { currentSample, sampleScope, SampleContext, stampXBench, type XBench } from "./context.js";
 export { WritePolicy, type WritePolicyOptions } from "./retry.js";
 export { settingsFromEnv, type StoreSettings } from "./settings.js";
+export { bootstrapServers } from "./localStack.js";
 export {
   KafkaResultStore,
   pairKey,
