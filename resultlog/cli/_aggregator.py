@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from resultlog.consumers.aggregator import Aggregator, HttpServer
     from resultlog.kafka import KafkaConnection
 
-__all__ = ["parse_http_address", "register", "serve_aggregator"]
+__all__ = ["cannot_listen", "parse_http_address", "register", "serve_aggregator"]
 
 _MAX_PORT = 65_535
 _YOUNG_COLLECTION = 20_000  # allocations between the collector's young collections
@@ -72,6 +72,14 @@ def parse_http_address(text: str) -> tuple[str, int]:
     return host, port
 
 
+def cannot_listen(host: str, port: int, exc: OSError) -> CliError:
+    """The one line for an HTTP address the OS refused, naming the way out."""
+    return CliError(
+        f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+        "`--http 127.0.0.1:0` serves on any free port"
+    )
+
+
 def aggregator_command(args: argparse.Namespace) -> int:
     """Run the aggregator until SIGTERM or SIGINT, then stop cleanly."""
     host, port = args.http
@@ -109,7 +117,7 @@ def serve_aggregator(
     try:
         server = HttpServer(app, host, port, tls_certificate=certificate, tls_key=key)
     except OSError as exc:
-        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        raise cannot_listen(host, port, exc) from exc
     stopped_by: list[signal.Signals] = []
     try:
         aggregator.start()

@@ -9,6 +9,7 @@ from typing import Any
 from resultlog.broker import default_kafka_dir, jar_cache_dir
 from resultlog.cli._args import port_number
 from resultlog.cli._connect import connect
+from resultlog.errors import CliError
 
 __all__ = ["register"]
 
@@ -94,6 +95,11 @@ def _add_down(actions: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help=f"the broker's data directory (default: {default_kafka_dir()})",
     )
+    stop.add_argument(
+        "--force",
+        action="store_true",
+        help="stop it even while a `resultlog up` of the directory uses it",
+    )
     stop.set_defaults(handler=down)
 
 
@@ -157,8 +163,15 @@ def make_certs(args: argparse.Namespace) -> int:
 def down(args: argparse.Namespace) -> int:
     """Stop the local broker."""
     from resultlog.broker import LocalKafka
+    from resultlog.cli._up import running_up
 
     kafka = LocalKafka(args.dir)
+    user = None if args.force else running_up(kafka.directory)
+    if user is not None:
+        raise CliError(
+            f"not stopping the broker: {user}; stop that `up` (Ctrl-C; it stops a broker it "
+            "started), or `kafka down --force`"
+        )
     print("stopped" if kafka.down() else f"no local Kafka running in {kafka.directory}")
     return 0
 

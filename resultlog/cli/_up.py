@@ -8,6 +8,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,13 +16,13 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
 from resultlog.broker import default_kafka_dir
-from resultlog.cli._aggregator import parse_http_address, serve_aggregator
+from resultlog.cli._aggregator import cannot_listen, parse_http_address, serve_aggregator
 from resultlog.errors import CliError
 
 if TYPE_CHECKING:
     from resultlog.broker import LocalKafka
 
-__all__ = ["register"]
+__all__ = ["register", "running_up"]
 
 _LOCK = "up.json"
 _STATE = "aggregator-state"  # the stack's own aggregator state, under its --dir
@@ -79,6 +80,7 @@ def up_command(args: argparse.Namespace) -> int:
     previous = {signum: signal.signal(signum, _interrupt) for signum in _STOP_SIGNALS}
     try:
         with _only_one(directory) as (lock, before):
+            _check_http_port(host, port)  # before any broker starts
             configured = os.environ.get("RESULTLOG_BOOTSTRAP_SERVERS")
             broker = None if configured else LocalKafka(directory)
             started = broker is not None and _ours_to_stop(broker, before)
@@ -105,6 +107,33 @@ def up_command(args: argparse.Namespace) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _check_http_port(host: str, port: int) -> None:
+    """Refuse an HTTP address the OS will not let this process listen on, at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            # As the server binds: its own connections left in TIME_WAIT do not count.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise cannot_listen(host, port, exc) from exc
+
+
+def running_up(directory: Path) -> str | None:
+    """One line naming the `up` that runs for `directory` now, or None when none does."""
+    path = directory / _LOCK
+    try:
+        lock = path.open("r")
+    except FileNotFoundError:
+        return None
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _already_running(path)
+    return None  # a record an `up` killed left behind: nobody holds it
 
 
 def _ours_to_stop(broker: LocalKafka, before: dict[str, Any]) -> bool:
