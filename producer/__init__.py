@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         PersistenceError,
         ProducerError,
         SolverError,
+        TopicRecreatedError,
         UnansweredError,
     )
     from resultlog.producer.lease import (
@@ -82,6 +83,7 @@ __all__ = [
     "Solver",
     "SolverError",
     "StaticBenchmark",
+    "TopicRecreatedError",
     "UnansweredError",
     "arith",
     "check_config",

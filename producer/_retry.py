@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from resultlog.producer.errors import PersistenceError
+from resultlog.producer.errors import PersistenceError, TopicRecreatedError
 from resultlog.producer.store import ResultStore
 from resultlog.schemas import SampleResult
 
@@ -42,6 +42,8 @@ class WritePolicy:
         for attempt in range(1, self.attempts + 1):
             try:
                 return await action()
+            except TopicRecreatedError:
+                raise  # its own line says what happened and what to do
             except Exception as exc:  # any store's failure counts, not only Kafka's
                 retriable = not isinstance(exc, PersistenceError) or exc.retriable
                 if not retriable or attempt == self.attempts:

@@ -10,6 +10,7 @@ __all__ = [
     "PersistenceError",
     "ProducerError",
     "SolverError",
+    "TopicRecreatedError",
     "UnansweredError",
 ]
 
@@ -24,6 +25,13 @@ class PersistenceError(ProducerError):
     def __init__(self, message: str, *, retriable: bool = True) -> None:
         super().__init__(message)
         self.retriable = retriable
+
+
+class TopicRecreatedError(PersistenceError):
+    """The results topic a writer started on was deleted (or re-created) under it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retriable=False)
 
 
 class ModelError(ProducerError):

@@ -19,6 +19,7 @@ from resultlog.consumers import (
 )
 from resultlog.errors import TopicError
 from resultlog.kafka import KafkaClientError, KafkaConnection, access_denied, produce
+from resultlog.producer._binding import TopicBinding
 from resultlog.producer._fit import SizeLimits, reduce_to
 from resultlog.producer.errors import PersistenceError
 from resultlog.schemas import RunKey, SampleResult, WireFormat, encode_key, partition_for
@@ -82,7 +83,11 @@ class NoopResultStore:
 
 
 class KafkaResultStore:
-    """Writes records to the compacted results topic, one partition per run key."""
+    """Writes records to the compacted results topic, one partition per run key.
+
+    Bound to the topic it opened: once that topic is deleted or re-created under it (see
+    `_binding`), every write and the close raise TopicRecreatedError.
+    """
 
     def __init__(
         self, kafka: KafkaConnection, *, producer_overrides: Mapping[str, Any] | None = None
@@ -99,6 +104,7 @@ class KafkaResultStore:
         overrides = {"message.max.bytes": raw_bytes, **(producer_overrides or {})}
         self.limits = SizeLimits(int(overrides["message.max.bytes"]), topic_bytes)
         self._producer = kafka.durable_producer(overrides)
+        self._binding = TopicBinding(kafka, self.topic)
         self._closing = threading.Event()
         # Delivery reports are only served from poll()/flush(): a thread keeps polling.
         self._poller = threading.Thread(target=self._poll_loop, name="resultlog-poll", daemon=True)
@@ -163,6 +169,7 @@ class KafkaResultStore:
             denied = self._denied(error)
             loop.call_soon_threadsafe(_settle, delivered, error, record, denied)
 
+        self._binding.check()  # never a record into a topic known to be another
         partition = partition_for(record.run_key, self._partitions)
         try:
             produce(
@@ -174,6 +181,7 @@ class KafkaResultStore:
                 raise PersistenceError(denied, retriable=False) from exc
             raise _persistence_error(record, str(exc), len(value)) from exc
         await delivered
+        self._binding.check()  # acknowledged, but perhaps by the re-created topic
 
     def _denied(self, error: KafkaError | KafkaClientError | None) -> str | None:
         """The one-line denial if Kafka refused this principal the write."""
@@ -184,10 +192,13 @@ class KafkaResultStore:
         return await asyncio.to_thread(read_run_views, self._kafka, run_key)
 
     async def close(self) -> None:
-        """Flush what is in flight and stop the poll thread."""
+        """Flush what is in flight and stop the poll thread; raise TopicRecreatedError if
+        the topic is no longer the one the store opened (what was written is not in it)."""
         await asyncio.to_thread(self._producer.flush, 30)
         self._closing.set()
         self._poller.join()
+        self._binding.close()
+        await asyncio.to_thread(self._binding.check_now)
 
     def _poll_loop(self) -> None:
         while not self._closing.is_set():

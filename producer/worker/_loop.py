@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from resultlog.consumers.dlq import reason_kind
 from resultlog.kafka import KafkaConnection
+from resultlog.producer.errors import TopicRecreatedError
 from resultlog.producer.lease import LeaseHeldError
 from resultlog.producer.worker._chunk import ChunkRunner, RunningChunk
 from resultlog.producer.worker._dead import CHUNK_FAILED, WorkDeadLetters
@@ -191,6 +192,9 @@ class ChunkWorker:
                 if not self._pause_for(intake, self._lease_wait_s()):
                     return self._abandon(task)
                 continue
+            if isinstance(error, TopicRecreatedError):
+                # Every attempt would fail alike: the worker stops, the task uncommitted.
+                raise error
             failures.append(f"{type(error).__name__}: {error}")
             log.warning("chunk %s failed (attempt %d): %s", task.chunk_id, len(failures), error)
             if len(failures) >= settings.work_max_attempts:

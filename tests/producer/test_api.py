@@ -61,6 +61,7 @@ WORKER_API = {
     "PersistenceError",
     "ProducerError",
     "SolverError",
+    "TopicRecreatedError",
     "UnansweredError",
 }
 

@@ -24,3 +24,11 @@ export class PersistenceError extends ResultLogError {
 
 /** Durable records of the run key were made under another configuration. */
 export class ConfigChangedError extends ResultLogError {}
+
+/** The results topic a writer started on was deleted and re-created under it: what it wrote
+ * before went with the old topic, so no later write may count as the run's. */
+export class TopicRecreatedError extends PersistenceError {
+  constructor(message: string) {
+    super(message, { retriable: false });
+  }
+}

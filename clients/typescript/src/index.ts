@@ -1,7 +1,14 @@
 /** resultlog from TypeScript: records, keys and partitions byte for byte as the Python
  * writer makes them, and a Kafka store that writes and resumes runs. */
 export { CURRENT_VERSION, decodeSampleResult, encodeSampleResult, schemaFingerprint } from "./codec.js";
-export { ConfigChangedError, DecodeError, PersistenceError, ResultLogError, SchemaError } from "./errors.js";
+export {
+  ConfigChangedError,
+  DecodeError,
+  PersistenceError,
+  ResultLogError,
+  SchemaError,
+  TopicRecreatedError,
+} from "./errors.js";
 export type { Long } from "./long.js";
 export type * from "./record.js";
 export { encodeRunKey, partitionFor, recordKey, runKeyPrefix, type RunKey } from "./runKey.js";

@@ -1,6 +1,6 @@
 /** The bounded write policy: 4 attempts, exponential backoff from 200 ms with jitter. */
 import { setTimeout as sleep } from "node:timers/promises";
-import { PersistenceError } from "./errors.js";
+import { PersistenceError, TopicRecreatedError } from "./errors.js";
 
 export interface WritePolicyOptions {
   attempts?: number;
@@ -39,6 +39,9 @@ export class WritePolicy {
       try {
         return await action();
       } catch (error) {
+        if (error instanceof TopicRecreatedError) {
+          throw error; // its own line says what happened and what to do
+        }
         const retriable = !(error instanceof PersistenceError) || error.retriable;
         if (!retriable || attempt >= this.attempts) {
           const reason = error instanceof Error ? error.message : String(error);

@@ -1,7 +1,8 @@
 /** The seed's SampleResultStore contract on Kafka: load a run key's completed entries, write
  * each record durably, write degraded outcomes at the end of a run. */
 import kafkajs from "kafkajs";
-import type { Admin, Kafka, KafkaMessage, Producer } from "kafkajs";
+import type { Admin, Kafka, KafkaMessage, Producer, RecordMetadata } from "kafkajs";
+import { AckedOffsets } from "./ackedOffsets.js";
 import { decodeSampleResult, encodeSampleResult } from "./codec.js";
 import { ConfigChangedError, PersistenceError, ResultLogError } from "./errors.js";
 import { readPartition } from "./partitionReader.js";
@@ -65,8 +66,12 @@ interface KeyHistory {
   completedValue: Buffer | null;
 }
 
-/** Writes records to the compacted results topic, one partition per run key. */
+/** Writes records to the compacted results topic, one partition per run key; bound to the
+ * topic it started on (see AckedOffsets): once that topic was re-created, every write throws
+ * TopicRecreatedError. */
 export class KafkaResultStore {
+  private readonly acked: AckedOffsets;
+
   private constructor(
     readonly settings: StoreSettings,
     readonly policy: WritePolicy,
@@ -74,7 +79,9 @@ export class KafkaResultStore {
     private readonly kafka: Kafka,
     private readonly admin: Admin,
     private readonly producer: Producer,
-  ) {}
+  ) {
+    this.acked = new AckedOffsets(settings.resultsTopic);
+  }
 
   /** Connect to RESULTLOG_BOOTSTRAP_SERVERS (or `options.settings`) and check the topic. */
   static async connect(options: StoreOptions = {}): Promise<KafkaResultStore> {
@@ -181,8 +188,10 @@ export class KafkaResultStore {
 
   private async send(record: SampleResult, value: Uint8Array, key?: Uint8Array): Promise<void> {
     const runKey = { runId: record.run_id, benchmarkId: record.benchmark_id, model: record.model };
+    this.acked.check(); // never a record into a topic known to be another
+    let acknowledged: RecordMetadata[];
     try {
-      await this.producer.send({
+      acknowledged = await this.producer.send({
         topic: this.settings.resultsTopic,
         acks: -1,
         timeout: 30_000,
@@ -202,6 +211,11 @@ export class KafkaResultStore {
         cause: error,
         retriable: !fatal,
       });
+    }
+    for (const { partition, baseOffset } of acknowledged) {
+      if (baseOffset !== undefined) {
+        this.acked.note(partition, BigInt(baseOffset));
+      }
     }
   }
 
