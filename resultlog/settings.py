@@ -23,10 +23,12 @@ log = logging.getLogger(__name__)
 
 _PREFIX = "RESULTLOG_"
 # Variables of the prefix read elsewhere than Settings: the launcher, the Inspect plugin,
-# the compose files' credentials, tests and benchmarks.
+# the compose files' credentials, tests and benchmarks, the promptfoo example.
 _READ_ELSEWHERE = frozenset(
     {
         "RESULTLOG_RUN_ID",
+        "RESULTLOG_PROMPTFOO_BASE_URL",
+        "RESULTLOG_PROMPTFOO_MODEL",
         "RESULTLOG_KAFKA_CACHE",
         "RESULTLOG_JAVA",
         "RESULTLOG_MAVEN_REPOSITORY",
