@@ -4,6 +4,7 @@ bound on a thread of its own, so a slow undo never delays another."""
 from __future__ import annotations
 
 import random
+import shutil
 import signal
 import threading
 import time
@@ -16,7 +17,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from resultlog.kafka import KafkaConnection
 from resultlog.topics import ensure_topics
 from tests.soak.cluster import LEASE_TTL_S, Aggregator, Cluster, Proc
-from tests.soak.workload import Workload
+from tests.soak.workload import Run, Workload
 
 __all__ = ["KINDS", "Nemesis"]
 
@@ -30,6 +31,7 @@ KINDS = (
     "changelog recreate",
     "compaction window",
     "store corrupt",
+    "new machine",
     "purge",
 )
 # Shorter than the lease TTL: a stopped writer keeps its lease (and an aggregator comes back
@@ -73,14 +75,19 @@ class Nemesis:
     # -- picking ---------------------------------------------------------------------------
 
     def step(self) -> bool:
-        """Inject one fault of the next kind in a shuffled bag that is allowed now."""
+        """Inject one fault: of the first kind in a shuffled bag that is allowed now (so each
+        kind comes as often), else of any kind allowed now (so faults keep coming while the
+        bag's are forbidden)."""
         if not self._bag:
             self._bag = list(KINDS)
             self.rng.shuffle(self._bag)
-        for kind in list(self._bag):
+        others = [kind for kind in KINDS if kind not in self._bag]
+        self.rng.shuffle(others)
+        for kind in [*self._bag, *others]:
             action = self._plan(kind)
             if action is not None:
-                self._bag.remove(kind)
+                if kind in self._bag:
+                    self._bag.remove(kind)
                 self.counts[kind] += 1
                 action()
                 return True
@@ -88,7 +95,7 @@ class Nemesis:
 
     def _plan(self, kind: str) -> Callable[[], None] | None:
         """What injecting `kind` would do now, or None when the safety rules forbid it."""
-        if kind in ("aggregator kill", "aggregator stop", "store corrupt"):
+        if kind in ("aggregator kill", "aggregator stop", "store corrupt", "new machine"):
             return self._plan_aggregator(kind)
         if kind in ("worker kill", "worker stop"):
             running = self._workload.running()
@@ -113,14 +120,12 @@ class Nemesis:
         if not finished:
             return None
         run = self.rng.choice(finished)
-        return lambda: self._background(
-            f"purge {run.run_id}", lambda: self._note("purge", self._workload.purge(run))
-        )
+        return lambda: self._background(f"purge {run.run_id}", lambda: self._purge(run))
 
     def _plan_aggregator(self, kind: str) -> Callable[[], None] | None:
         free = [a for a in self._aggregators if a.up and a.name not in self._busy]
         if kind == "store corrupt":  # only an instance that has a store to break
-            free = [a for a in free if any(a.state_dir.rglob("CURRENT"))]
+            free = [a for a in free if any(a.state_dir.glob("*/*/CURRENT"))]
         up = [a for a in self._aggregators if a.up]
         if len(free) < 1 or len(up) < 2:  # at least one aggregator stays up
             return None
@@ -133,6 +138,12 @@ class Nemesis:
         return lambda: self._down(kind, target, down_s)
 
     # -- injecting -------------------------------------------------------------------------
+
+    def _purge(self, run: Run) -> None:
+        done, what = self._workload.purge(run)
+        if not done:  # not a fault after all: the run stays finished, to be purged later
+            self.counts["purge"] -= 1
+        self._note("purge" if done else "purge failed", what)
 
     def _kill_worker(self, run_id: str, proc: Proc) -> None:
         self._note("worker kill", f"kill -9 worker {run_id}")
@@ -154,6 +165,9 @@ class Nemesis:
         what = f"kill -9 {target.name}, down {down_s:.1f}s"
         if kind == "store corrupt":
             what += ", " + corrupt_store(self.rng, target.state_dir)
+        if kind == "new machine":
+            shutil.rmtree(target.state_dir, ignore_errors=True)
+            what += ", its state directory deleted"
         self._note(kind, what)
 
         def restart() -> None:
@@ -245,7 +259,8 @@ def _alter(admin: object, topic: str, values: dict[str, str]) -> None:
 def corrupt_store(rng: random.Random, state_dir: Path) -> str:
     """Break one RocksDB store under a stopped instance's state directory: garbage in its
     CURRENT file, or one of its SST files deleted. Says which."""
-    stores = sorted(p.parent for p in state_dir.rglob("CURRENT"))
+    # A partition's store is TOPIC/PARTITION; what was set aside elsewhere is left alone.
+    stores = sorted(p.parent for p in state_dir.rglob("CURRENT") if p.parent.name.isdigit())
     if not stores:
         return "no store to corrupt yet"
     store = rng.choice(stores)

@@ -6,10 +6,13 @@ from __future__ import annotations
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
@@ -34,6 +37,9 @@ _CHECK_EVERY_S = 3.0
 _STEP_S = 0.2
 _READY_TIMEOUT_S = 180.0
 _SETTLE_S = 15.0
+_SLOW_STEP_S = 2.0
+_RESTART_AFTER_S = 5.0  # an instance that exited by itself is started again after this
+T = TypeVar("T")
 
 
 class Soak:
@@ -48,6 +54,7 @@ class Soak:
         self.model = ModelProcess("model server", self.root / "logs" / "model.log")
         self.aggregators: list[Aggregator] = []
         self._seen: set[tuple[str, str]] = set()
+        self._crashed: dict[str, float] = {}  # instances that exited by themselves: when
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._t0 = time.monotonic()
@@ -134,16 +141,26 @@ class Soak:
         checker.start()
         next_fault = self.rng.uniform(2.0, 6.0)
         while self.clock() < self.seconds:
-            self.workload.poll()
-            self._watch_aggregators()
+            self._timed("workload", self.workload.poll)
+            self._timed("watch", self._watch_aggregators)
             if self.clock() >= next_fault:
-                self.nemesis.step()
+                if not self._timed("nemesis", self.nemesis.step):
+                    print(f"soak: [{self.clock():7.1f}s] no fault allowed now", file=sys.stderr)
                 next_fault = self.clock() + self.rng.uniform(4.0, 10.0)
             time.sleep(_STEP_S)
         self.outcome.seconds = self.clock()
         self._stop.set()
         checker.join(120)
         self._finish()
+
+    def _timed(self, what: str, step: Callable[[], T]) -> T:
+        """A step of the loop; one that held it up is said (on stderr, the soak's log)."""
+        started = time.monotonic()
+        result = step()
+        took = time.monotonic() - started
+        if took > _SLOW_STEP_S:
+            print(f"soak: [{self.clock():7.1f}s] {what} took {took:.1f}s", file=sys.stderr)
+        return result
 
     def _finish(self) -> None:
         """Undo every fault, stop the workers, let the aggregators catch up, check again."""
@@ -163,12 +180,17 @@ class Soak:
         for aggregator in self.aggregators:
             if aggregator.alive or aggregator.expected_exit or self.nemesis.busy(aggregator.name):
                 continue
-            aggregator.reap(5.0)
-            assert aggregator.process is not None
-            code = aggregator.process.returncode
-            detail = f"{aggregator.name} exited {code} by itself: {aggregator.tail(2)}"
-            self.report(Violation("aggregator exited", detail, self.clock()))
-            aggregator.start(self._env)
+            crashed = self._crashed.get(aggregator.name)
+            if crashed is None:
+                aggregator.reap(5.0)
+                assert aggregator.process is not None
+                code = aggregator.process.returncode
+                detail = f"{aggregator.name} exited {code} by itself: {aggregator.tail(2)}"
+                self.report(Violation("aggregator exited", detail, self.clock()))
+                self._crashed[aggregator.name] = self.clock()
+            elif self.clock() > crashed + _RESTART_AFTER_S:
+                del self._crashed[aggregator.name]
+                aggregator.start(self._env)
 
     def _check_loop(self) -> None:
         while not self._stop.wait(_CHECK_EVERY_S):

@@ -187,8 +187,9 @@ class Workload:
         with self.lock:
             return [r for r in self.runs.values() if r.state == "finished"]
 
-    def purge(self, run: Run) -> str:
-        """`resultlog purge` a finished run; note where its tombstones end."""
+    def purge(self, run: Run) -> tuple[bool, str]:
+        """`resultlog purge` a finished run; note where its tombstones end. Whether it was
+        purged, and what happened."""
         with self.lock:
             run.state = "purging"
         argv = cli_argv("purge", "--run-id", run.run_id, "--benchmark", BENCHMARK)
@@ -203,12 +204,13 @@ class Workload:
         if done.returncode != 0:
             with self.lock:
                 run.state = "finished"
-            return f"purge of {run.run_id} failed: {done.stderr.strip()[-200:]}"
+            last = (done.stderr.strip().splitlines() or ["(nothing said)"])[-1]
+            return False, f"purge of {run.run_id} exited {done.returncode}: {last}"
         end = self._end_of(run.partition)
         with self.lock:
             run.purged_end, run.state = end, "purged"
             run.generation += 1
-        return f"purged {run.run_id} ({run.records} records, p{run.partition} up to {end})"
+        return True, f"purged {run.run_id} ({run.records} records, p{run.partition} up to {end})"
 
     def _end_of(self, partition: int) -> int:
         consumer = self._kafka.reader()
