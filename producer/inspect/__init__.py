@@ -7,6 +7,7 @@ Installed with `pip install 'resultlog[inspect]'`; Inspect loads the hooks throu
 
 from resultlog.producer.inspect._errors import InspectPluginError
 from resultlog.producer.inspect._hooks import HOOKS_NAME
+from resultlog.producer.inspect._import import ImportConflictError, ImportedRun, import_logs
 from resultlog.producer.inspect._resume import ResumedTask, resume_eval
 from resultlog.producer.inspect._task import RUN_ID_ENV, RUN_METADATA
 
@@ -14,7 +15,10 @@ __all__ = [
     "HOOKS_NAME",
     "RUN_ID_ENV",
     "RUN_METADATA",
+    "ImportConflictError",
+    "ImportedRun",
     "InspectPluginError",
     "ResumedTask",
+    "import_logs",
     "resume_eval",
 ]

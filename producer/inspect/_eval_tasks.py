@@ -9,8 +9,10 @@ tasks of one name (other arguments or files) get distinct, stable run keys.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
+import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +22,14 @@ from pydantic import BaseModel
 
 from resultlog.producer.inspect._errors import InspectPluginError
 
-__all__ = ["EvalTask", "eval_tasks", "key_names", "positions_of"]
+__all__ = [
+    "EvalTask",
+    "eval_tasks",
+    "key_names",
+    "logged_tasks",
+    "positions_of",
+    "resolved_base_url",
+]
 
 _FRAME = "emit_run_start"  # the Inspect function whose `tasks` local lists the run's tasks
 _MAX_FRAMES = 12
@@ -63,8 +72,37 @@ def eval_tasks() -> tuple[list[EvalTask], dict[str, list[int | str] | None]] | N
     resolved = _resolved_tasks()
     if resolved is None:
         return None
+    tasks = _named(resolved)
+    datasets = {
+        r.task_id: None if None in r.sample_ids else _ordered(r.sample_ids, r.shuffled)
+        for r in resolved
+    }
+    return tasks, datasets
+
+
+def logged_tasks(specs: Sequence[Any], base_urls: dict[str, str | None]) -> list[EvalTask]:
+    """The tasks of logged evals (their EvalSpecs), named as the plugin names them: the
+    tasks of one eval (one Inspect run id) together, as they ran."""
+    by_eval: dict[str, dict[str, _Resolved]] = {}
+    for spec in specs:
+        by_eval.setdefault(spec.run_id, {})[spec.task_id] = _Resolved(
+            task_id=spec.task_id,
+            name=spec.task,
+            model=spec.model,
+            task_file=spec.task_file,
+            registry_name=spec.task_registry_name,
+            args=dict(spec.task_args or {}),
+            base_url=base_urls.get(spec.task_id),
+            sample_ids=[],
+            shuffled=bool(spec.dataset.shuffled),
+        )
+    return [task for resolved in by_eval.values() for task in _named(list(resolved.values()))]
+
+
+def _named(resolved: Sequence[_Resolved]) -> list[EvalTask]:
+    """The tasks of one eval, each with its benchmark id."""
     names = key_names(resolved)
-    tasks = [
+    return [
         EvalTask(
             task_id=r.task_id,
             name=r.name,
@@ -77,11 +115,6 @@ def eval_tasks() -> tuple[list[EvalTask], dict[str, list[int | str] | None]] | N
         )
         for r in resolved
     ]
-    datasets = {
-        r.task_id: None if None in r.sample_ids else _ordered(r.sample_ids, r.shuffled)
-        for r in resolved
-    }
-    return tasks, datasets
 
 
 def key_names(tasks: Sequence[_Resolved]) -> dict[str, str]:
@@ -166,6 +199,18 @@ def _resolved(task: Any) -> _Resolved:
         sample_ids=[sample.id for sample in dataset],
         shuffled=bool(dataset.shuffled),
     )
+
+
+def resolved_base_url(model: str, base_url: str | None, args: dict[str, Any]) -> str | None:
+    """The base URL Inspect would resolve for a logged task's model here (its provider's
+    environment), as the plugin records it; None when the model cannot be made here."""
+    from inspect_ai.model import get_model
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # Inspect's banner of its hooks
+            return _base_url(get_model(model, base_url=base_url, **args))
+    except Exception:  # a provider whose package, key or endpoint is missing here
+        return base_url
 
 
 def _base_url(model: Any) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from resultlog.consumers import read_run_records
@@ -45,6 +45,17 @@ class Publisher:
     def publish(self, record: SampleResult) -> None:
         """Return once the broker acknowledged the record; PersistenceError when out of tries."""
         self._run(self._policy.write(self._store, record))
+
+    def publish_all(self, records: Sequence[SampleResult], window: int = 256) -> Iterator[int]:
+        """Write the records, up to `window` awaiting the broker at once; yield each batch's
+        count once the broker acknowledged all of it."""
+        for start in range(0, len(records), window):
+            batch = records[start : start + window]
+            self._run(self._write_all(batch))
+            yield len(batch)
+
+    async def _write_all(self, records: Sequence[SampleResult]) -> None:
+        await asyncio.gather(*(self._policy.write(self._store, record) for record in records))
 
     def lease(self, run_key: RunKey, span: tuple[int, int]) -> RunLease:
         """Lease samples [start, end) of the run key (LeaseHeldError: another writer has them)."""

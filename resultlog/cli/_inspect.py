@@ -1,4 +1,5 @@
-"""Handler of `resultlog inspect resume`: continue a crashed Inspect AI eval from the topic."""
+"""Handlers of `resultlog inspect resume` (continue a crashed Inspect AI eval from the topic)
+and `resultlog inspect import` (put Inspect logs on the topic)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ from resultlog.cli._connect import connect
 from resultlog.errors import CliError
 
 if TYPE_CHECKING:
-    from resultlog.producer.inspect import ResumedTask
+    from resultlog.producer.inspect import ImportedRun, ResumedTask
 
 __all__ = ["register"]
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
-    """Add `inspect resume` to the command line."""
+    """Add `inspect resume` and `inspect import` to the command line."""
     inspect = commands.add_parser("inspect", help="the Inspect AI plugin")
     actions = inspect.add_subparsers(dest="inspect_command", required=True, metavar="ACTION")
     resume = actions.add_parser(
@@ -50,17 +51,96 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     resume.add_argument("--json", action="store_true", help="print JSON (Inspect's to stderr)")
     resume.set_defaults(handler=resume_command)
+    _register_import(actions)
 
 
-def resume_command(args: argparse.Namespace) -> int:
-    """Resume every task of the run; exit 1 unless Inspect's log of each says success."""
+def _register_import(actions: argparse._SubParsersAction[Any]) -> None:
+    imported = actions.add_parser(
+        "import",
+        help="put Inspect logs (finished or not) on the topic, as the plugin would have",
+        description=(
+            "Each (sample, epoch) of each log becomes the record the plugin would have "
+            "written. Pairs the topic holds already are left alone, so importing twice writes "
+            "nothing; a pair whose durable record holds another answer, score or "
+            "configuration stops the import before anything is written."
+        ),
+    )
+    imported.add_argument(
+        "logs", nargs="+", metavar="LOG_OR_DIR", help="Inspect logs, or directories of them"
+    )
+    imported.add_argument(
+        "--run-id",
+        type=run_key_part("run id"),
+        default=None,
+        help="the run to import into (default: each eval's resultlog_run metadata, else "
+        "RESULTLOG_RUN_ID, else its eval id)",
+    )
+    imported.add_argument(
+        "--dry-run", action="store_true", help="say what would be written; write nothing"
+    )
+    imported.add_argument("--json", action="store_true", help="print JSON")
+    imported.set_defaults(handler=import_command)
+
+
+def import_command(args: argparse.Namespace) -> int:
+    """Import the logs; print what each run key got."""
+    import_logs = _plugin().import_logs
+    say = _progress_line if not args.json else None
+    # stdout is ours alone: what Inspect prints (its hooks banner) goes to stderr.
+    with connect() as kafka, contextlib.redirect_stdout(sys.stderr):
+        runs = import_logs(
+            kafka,
+            args.logs,
+            run_id=args.run_id,
+            dry_run=args.dry_run,
+            on_log=say,
+            on_written=None if say is None else _written_line,
+        )
+    if args.json:
+        print(json.dumps([_imported_json(run) for run in runs]))
+        return 0
+    verb = "would write" if args.dry_run else "wrote"
+    for run in runs:
+        print(
+            f"{run.run_key}: {verb} {run.written} pair(s) ({run.degraded} degraded), "
+            f"{run.durable} held already, from {len(run.logs)} log(s)"
+        )
+    return 0
+
+
+def _progress_line(line: str) -> None:
+    print(f"resultlog: {line}", file=sys.stderr, flush=True)
+
+
+def _written_line(done: int, total: int) -> None:
+    _progress_line(f"written {done}/{total} pairs")
+
+
+def _imported_json(run: ImportedRun) -> dict[str, Any]:
+    return {
+        **asdict(run.run_key),
+        "written": run.written,
+        "degraded": run.degraded,
+        "held": run.durable,
+        "logs": run.logs,
+    }
+
+
+def _plugin() -> Any:
+    """The plugin's package; a one-line error when Inspect AI is not installed."""
     try:
-        from resultlog.producer.inspect import resume_eval
+        import resultlog.producer.inspect as plugin
     except ImportError as exc:
         raise CliError(
             f"the Inspect AI plugin is not installed ({exc}): install resultlog with its inspect "
             "extra, pip install '/path/to/resultlog[inspect]' (a checkout or a wheel)"
         ) from exc
+    return plugin
+
+
+def resume_command(args: argparse.Namespace) -> int:
+    """Resume every task of the run; exit 1 unless Inspect's log of each says success."""
+    resume_eval = _plugin().resume_eval
     # With --json, stdout is ours alone: what Inspect prints goes to stderr.
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     with connect() as kafka, quiet:
