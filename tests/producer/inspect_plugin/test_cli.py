@@ -48,7 +48,10 @@ def test_the_resume_line_says_whose_tokens_it_counts() -> None:
 
 @pytest.mark.parametrize(
     ("what", "said"),
-    [("missing.eval", "missing.eval: no such file or directory"), ("empty", "holds no Inspect log")],
+    [
+        ("missing.eval", "missing.eval: no such file or directory"),
+        ("empty", "holds no Inspect log"),
+    ],
 )
 def test_importing_what_is_no_log_is_a_one_line_error(
     cli_env: dict[str, str], tmp_path: Path, what: str, said: str
