@@ -55,15 +55,17 @@ class Completion:
         return self.raw.get("output") or self.raw.get("choices")
 
 
-def status_error(response: httpx.Response) -> ModelError:
-    """The error for a non-2xx response."""
+def status_error(response: httpx.Response, url: str) -> ModelError:
+    """The error for a non-2xx response to a POST to `url`."""
     status = response.status_code
     detail = _error_detail(response)
     location = response.headers.get("location")
     if 300 <= status < 400 and location:  # a redirect says where the endpoint moved
         detail = f"redirects to {_snippet(location)} (use that as the base URL); {detail}"
+    if status == 401:
+        detail += "; RESULTLOG_API_KEY (or OPENROUTER_API_KEY) must hold the endpoint's key"
     return ModelError(
-        f"model endpoint returned HTTP {status}: {detail}",
+        f"model endpoint returned HTTP {status} for POST {url}: {detail}",
         status=status,
         retry_after=_retry_after(response.headers.get("retry-after")),
     )

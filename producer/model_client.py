@@ -166,11 +166,15 @@ class ModelClient:
         try:
             response = await self._post(body)
         except httpx.TimeoutException as exc:
-            raise ModelError(f"model request timed out ({exc!r})", kind="timeout") from exc
+            raise ModelError(
+                f"model request timed out: POST {self._url} ({_reason(exc)})", kind="timeout"
+            ) from exc
         except httpx.RequestError as exc:
-            raise ModelError(f"model request failed: {exc!r}", kind="transport") from exc
+            raise ModelError(
+                f"model request failed: POST {self._url}: {_reason(exc)}", kind="transport"
+            ) from exc
         if not response.is_success:
-            raise status_error(response)
+            raise status_error(response, self._url)
         elapsed_ms = round((time.perf_counter() - started) * 1000)
         return parse_response(response, elapsed_ms, attempt, current_sample())
 
@@ -220,6 +224,12 @@ def _headers(
         headers["X-Title"] = title
     headers.update(extra or {})
     return headers
+
+
+def _reason(exc: httpx.RequestError) -> str:
+    """What went wrong with a request, in words (its type when it has none)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _retryable(err: ModelError) -> bool:

@@ -48,7 +48,11 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         metavar="-- LM_EVAL_ARGS",
         help="lm-eval's arguments (`lm-eval run`'s), after `--`",
     )
-    parser.set_defaults(handler=lm_eval_command)
+    parser.set_defaults(
+        handler=lm_eval_command,
+        on_interrupt="every answer so far is durable: run the same `resultlog lm-eval` command "
+        "to continue (answered requests are served from the log)",
+    )
 
 
 def lm_eval_command(args: argparse.Namespace) -> int:

@@ -108,8 +108,12 @@ def _command_registrars() -> list[Callable[[Commands], None]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
+    args = None
     try:
         args = build_parser().parse_args(argv)
+        check: Callable[[argparse.Namespace], None] | None = getattr(args, "check", None)
+        if check is not None:  # arguments refused before anything loads or is called
+            check(args)
         _configure_logging(args.verbose)
         # Only now: a command's modules load when it runs (--help and --version need none).
         from resultlog.settings import warn_unknown_variables
@@ -124,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a file, directory or port the OS refused
         return _fail(_os_error(exc))
     except KeyboardInterrupt:
-        return _fail("interrupted", code=130)
+        # A command that can be continued says how (set_defaults(on_interrupt=...)).
+        hint = getattr(args, "on_interrupt", None)
+        return _fail(f"interrupted; {hint}" if hint else "interrupted", code=130)
     except Exception as exc:
         invalid = _invalid(exc)
         if invalid is None:

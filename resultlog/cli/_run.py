@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from resultlog.cli._args import parse_range, positive_int, run_key_part
 from resultlog.cli._connect import connect
+from resultlog.cli._figures import usd
 from resultlog.errors import CliError
 from resultlog.schemas import MAX_COST_USD
 
@@ -27,12 +28,16 @@ __all__ = [
     "benchmark_of",
     "check_base_url",
     "check_budget",
+    "check_run_options",
     "config_of",
     "register",
+    "warn_keyless",
 ]
 
 BUDGET_EXIT = 3
 """The exit code of a run the budget stopped: everything finished is durable."""
+RESUME_HINT = "the pairs finished before it are durable: run the same command to resume"
+"""How to go on after a Ctrl-C of a run before its pairs started."""
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -62,7 +67,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="reuse durable records made under another configuration as they are",
     )
-    run.set_defaults(handler=run_command)
+    run.set_defaults(handler=run_command, check=check_run_options, on_interrupt=RESUME_HINT)
 
     server = commands.add_parser("model-server", help="serve the offline model until stopped")
     offline.add_arguments(server)
@@ -111,6 +116,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="OpenAI-compatible URL ending in /v1, key from RESULTLOG_API_KEY or "
         "OPENROUTER_API_KEY (default: an embedded offline model server)",
+    )
+    parser.add_argument(
+        "--any-base-path",
+        action="store_true",
+        help="take a --base-url whose path does not end in /v1 as it is (an endpoint that "
+        "serves chat/completions elsewhere)",
     )
     parser.add_argument(
         "--degrade-solver-errors",
@@ -195,12 +206,13 @@ def run_command(args: argparse.Namespace) -> int:
     from resultlog.cli._console import print_summary
     from resultlog.cli._interrupt import run_async
 
-    check_budget(args)
+    benchmark = benchmark_of(args)
     # Until the event loop takes SIGTERM over (see _run), nothing has started: just stop.
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         with connect() as kafka:
-            result = run_async(_run(args, kafka, benchmark_of(args)))
+            warn_keyless(args.base_url, kafka.settings.api_key is not None)
+            result = run_async(_run(args, kafka, benchmark))
     except _TerminatedError as exc:
         print(f"resultlog: error: {exc}", file=sys.stderr)
         return _TERMINATED_EXIT
@@ -223,7 +235,7 @@ def _budget_stop(result: RunResult, budget_usd: float) -> str:
     """The one line saying why the run stopped and how to go on."""
     summary = result.summary
     return (
-        f"{summary.run_key} has spent {summary.spent_cost:.6f} of its {budget_usd:.6f} USD: "
+        f"{summary.run_key} has spent {usd(summary.spent_cost)} of its {usd(budget_usd)} USD: "
         f"{result.unstarted} pair(s) not started, everything finished is durable; "
         f"run again with a larger --budget-usd to go on"
     )
@@ -254,7 +266,20 @@ def benchmark_of(args: argparse.Namespace) -> Benchmark:
         raise CliError(f"{args.benchmark}: {exc}") from None
     if args.limit is not None:
         benchmark = limit_samples(benchmark, args.limit)
+    _refuse_missing_targets(args.benchmark, benchmark)
     return benchmark
+
+
+def _refuse_missing_targets(given: str, benchmark: Benchmark) -> None:
+    """A sample without a target would be scored wrong whatever the model answers: refuse."""
+    samples = benchmark.samples()
+    missing = [sample.id for sample in samples if sample.target is None]
+    if missing:
+        raise CliError(
+            f"{given}: {len(missing)} of {len(samples)} samples have no target (first: "
+            f"{missing[0]!r}), so every answer to them would score wrong; give each line a "
+            '"target"'
+        )
 
 
 async def _run(args: argparse.Namespace, kafka: KafkaConnection, benchmark: Benchmark) -> RunResult:
@@ -352,11 +377,16 @@ def _endpoint(base_url: str | None) -> Iterator[str]:
     from resultlog.producer.offline import ModelServer
 
     if base_url is not None:
-        check_base_url(base_url)
         yield base_url
         return
     with ModelServer() as server:
         yield server.base_url
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Refuse run options that contradict each other or a --base-url that cannot work."""
+    check_budget(args)
+    check_base_url(args.base_url, any_path=args.any_base_path)
 
 
 def check_budget(args: argparse.Namespace) -> None:
@@ -365,7 +395,37 @@ def check_budget(args: argparse.Namespace) -> None:
         raise CliError("--max-pair-usd bounds a budget's first pairs: give --budget-usd too")
 
 
-def check_base_url(base_url: str | None) -> None:
-    """Refuse a --base-url that is not an http(s) URL."""
-    if base_url is not None and not base_url.startswith(("http://", "https://")):
+def check_base_url(base_url: str | None, *, any_path: bool = False) -> None:
+    """Refuse a --base-url that is not an http(s) URL ending in /v1 (unless `any_path`)."""
+    from urllib.parse import urlsplit
+
+    if base_url is None:
+        return
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CliError(f"--base-url must be an http(s) URL ending in /v1, got {base_url!r}")
+    if not any_path and not parts.path.rstrip("/").endswith("/v1"):
+        raise CliError(
+            f"--base-url must end in /v1 (chat/completions is asked under it), got "
+            f"{base_url!r}: try {base_url.rstrip('/')}/v1, or --any-base-path for an endpoint "
+            "that serves it elsewhere"
+        )
+
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def warn_keyless(base_url: str | None, has_key: bool) -> None:
+    """Warn, before the run, of a remote endpoint asked without an API key."""
+    from urllib.parse import urlsplit
+
+    if base_url is None or has_key:
+        return
+    host = urlsplit(base_url).hostname or ""
+    if host in _LOOPBACK or host.startswith("127."):
+        return
+    print(
+        f"resultlog: warning: no API key for {base_url}: set RESULTLOG_API_KEY (or "
+        "OPENROUTER_API_KEY) if the endpoint wants one (a 401 would fail the run)",
+        file=sys.stderr,
+    )

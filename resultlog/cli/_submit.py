@@ -10,8 +10,7 @@ from resultlog.cli._connect import connect
 from resultlog.cli._run import (
     add_run_options,
     benchmark_of,
-    check_base_url,
-    check_budget,
+    check_run_options,
     config_of,
 )
 from resultlog.schemas import MAX_INDEX
@@ -31,7 +30,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         type=positive_int("chunks", MAX_INDEX),
         help="how many chunk tasks to split the samples into (workers share them)",
     )
-    submit.set_defaults(handler=submit_command)
+    submit.set_defaults(handler=submit_command, check=check_run_options)
 
 
 def submit_command(args: argparse.Namespace) -> int:
@@ -40,8 +39,6 @@ def submit_command(args: argparse.Namespace) -> int:
     from resultlog.producer import check_config
     from resultlog.producer.worker import RunSpec, plan_chunks, submit_chunks
 
-    check_base_url(args.base_url)
-    check_budget(args)
     spec = RunSpec(
         benchmark=args.benchmark,
         model=args.model,

@@ -92,7 +92,8 @@ def test_jsonl_that_no_record_can_hold_is_one_line(
 
 def test_a_bom_at_the_start_of_a_jsonl_file_is_accepted(tmp_path: Path, settings: Settings) -> None:
     bench = tmp_path / "bom.jsonl"
-    bench.write_bytes(b"\xef\xbb\xbf" + json.dumps({"id": "a", "input": "What is 1 + 1?"}).encode())
+    row = {"id": "a", "input": "What is 1 + 1?", "target": "2"}
+    bench.write_bytes(b"\xef\xbb\xbf" + json.dumps(row).encode())
     args = ["run", str(bench), "--model", MODEL, "--run-id", "bom", "--json"]
     done = run_cli(child_env(settings), *args)
     assert done.returncode == 0, done.stderr
