@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from resultlog.cli._figures import usd
 from resultlog.producer import Progress as RunProgress
 from resultlog.producer import RunResult
 
@@ -61,7 +62,7 @@ def print_summary(result: RunResult, *, simulated_cost: bool = False) -> None:
     table = Table(title=str(summary.run_key))
     table.add_column("field")
     table.add_column("value", justify="right")
-    usd = "USD, simulated" if simulated_cost else "USD"
+    unit = "USD, simulated" if simulated_cost else "USD"
     correct = f"{summary.correct_answers} of {summary.total_questions}"
     rows: list[tuple[str, object]] = [
         ("pairs evaluated now", result.evaluated),
@@ -79,10 +80,10 @@ def print_summary(result: RunResult, *, simulated_cost: bool = False) -> None:
             for name, value in summary.metrics.items()
         ),
         ("total tokens", summary.usage.total_tokens),
-        (f"spent, every attempt ({usd})", f"{summary.spent_cost:.6f}"),
-        (f"kept, these records ({usd})", f"{summary.usage.total_cost:.6f}"),
-        (f"spent by this run ({usd})", f"{result.spent:.6f}"),
-        (f"saved by the resume ({usd})", f"{result.saved:.6f}"),
+        (f"spent, every attempt ({unit})", usd(summary.spent_cost)),
+        (f"kept, these records ({unit})", usd(summary.usage.total_cost)),
+        (f"spent by this run ({unit})", usd(result.spent)),
+        (f"saved by the resume ({unit})", usd(result.saved)),
         ("generation time, summed over records (ms)", summary.generation_time_ms),
     ]
     for name, value in rows:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
 from resultlog.cli._args import add_run_key, run_key_of
 from resultlog.cli._connect import connect
+from resultlog.cli._figures import json_text
 from resultlog.errors import CliError
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def _replay_everything(kafka: KafkaConnection, *, show: bool) -> ReplayResult:
 
 def _print(summaries: list[RunSummary], *, as_list: bool, as_json: bool) -> None:
     if as_json and as_list:
-        print(json.dumps([s.model_dump(mode="json") for s in summaries]))
+        print(json_text([s.model_dump(mode="json") for s in summaries]))
     elif as_json:
         print(summaries[0].model_dump_json())
     else:

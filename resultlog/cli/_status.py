@@ -8,6 +8,7 @@ from typing import Any
 
 from resultlog.cli._args import add_run_key, positive_int, run_key_of, run_key_part
 from resultlog.cli._connect import connect
+from resultlog.cli._figures import json_text, usd
 from resultlog.errors import CliError
 
 __all__ = ["register"]
@@ -62,10 +63,10 @@ def status_command(args: argparse.Namespace) -> int:
         raise CliError(f"run {run_key} has no records in {topic}")
     view = found.as_json()
     if args.json:
-        print(json.dumps(view))
+        print(json_text(view))
         return 0
     chunks, config = view.pop("chunks"), view.pop("config")
-    lines = [(name, str(value)) for name, value in view.items()]
+    lines = [(name, _text(name, value)) for name, value in view.items()]
     if isinstance(config, dict):
         lines += _config_lines(config)
     width = max(len(name) for name, _ in lines)
@@ -75,6 +76,11 @@ def status_command(args: argparse.Namespace) -> int:
     if isinstance(chunks, dict):
         _print_chunks(chunks)
     return 0
+
+
+def _text(name: str, value: object) -> str:
+    """A field's value for people: a sum of money by the one rule for sums."""
+    return usd(value) if name == "spent_cost" and isinstance(value, float) else str(value)
 
 
 def _print_chunks(chunks: dict[str, Any]) -> None:

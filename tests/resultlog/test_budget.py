@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from resultlog.cli._figures import usd
 from resultlog.cli._run import BUDGET_EXIT
 from resultlog.schemas import RunKey
 from resultlog.settings import Settings
@@ -47,7 +48,7 @@ def test_the_budget_stops_the_run_and_holds_across_resumes(
     assert stopped.returncode == BUDGET_EXIT == 3, stopped.stderr
     [line] = stopped.stderr.strip().splitlines()
     assert line.startswith(f"resultlog: budget: {run_key} has spent ")
-    assert f"of its {BUDGET:.6f} USD" in line and "larger --budget-usd" in line
+    assert f"of its {usd(BUDGET)} USD" in line and "larger --budget-usd" in line
     summary = json.loads(stopped.stdout)
     records = durable(settings, run_key)
     asked = requests_in(log)
@@ -73,11 +74,11 @@ def test_the_budget_stops_the_run_and_holds_across_resumes(
     final = durable(settings, run_key)
     assert len(final) == 60
     saved = math.fsum(r.usage.total_cost for r in completed.values() if r.usage is not None)
-    assert table_value(done.stdout, "saved by the resume (USD)") == f"{saved:.6f}"
+    assert table_value(done.stdout, "saved by the resume (USD)") == usd(saved)
     spent = math.fsum(r.spent for r in final)
-    assert table_value(done.stdout, "spent, every attempt (USD)") == f"{spent:.6f}"
+    assert table_value(done.stdout, "spent, every attempt (USD)") == usd(spent)
     kept = math.fsum(r.usage.total_cost for r in final if r.usage is not None)
-    assert table_value(done.stdout, "kept, these records (USD)") == f"{kept:.6f}"
+    assert table_value(done.stdout, "kept, these records (USD)") == usd(kept)
     assert table_value(done.stdout, "pairs skipped (durable already)") == str(len(completed))
 
 
