@@ -20,10 +20,13 @@ HOT_SOURCES := setup.py resultlog/_hotpath.py $(shell $(PYTHON) -c 'import runpy
 	print(*runpy.run_path("resultlog/_hotpath.py")["HOT_MODULES"].values())')
 
 $(BIN)/resultlog: pyproject.toml $(HOT_SOURCES)
+	@echo "resultlog: [1/3] creating $(VENV) and upgrading pip"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	@echo "resultlog: [2/3] installing resultlog and its tools, compiling the fold with mypyc (quiet; 2-5 minutes)"
 	@# setuptools explains editable installs in a banner on every install: nothing to act on.
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e '.[dev]'
+	@echo "resultlog: [3/3] checking the installation"
 	@$(BIN)/python -c 'import resultlog; print("resultlog fold path:", resultlog.fold_path())'
 	@touch $@
 

@@ -25,6 +25,7 @@ from resultlog.producer.offline._model import (
     error_body,
     expected_outcome,
     generation_id,
+    grade_text,
     last_user_text,
     prompt_key,
 )
@@ -199,6 +200,9 @@ class App:
             return Behavior(status=429)
         if outcome == "server_error":
             return Behavior(status=500)
+        grade = grade_text(prompt)  # a grader's verdict is right whatever the pair's hash
+        if grade is not None:
+            return Behavior(answer=grade)
         if outcome == "incorrect":
             return Behavior(answer=answer_text(prompt, key, correct=False, seed=cfg.seed))
         return Behavior()

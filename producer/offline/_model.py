@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from http import HTTPStatus
 from typing import Any, Literal
 
 from resultlog.producer._arith import evaluate, find_expression
+from resultlog.producer._scorers import exact_match, numeric_match, parse_number
 
 __all__ = [
     "DEFAULT_ERROR_RATE",
@@ -20,6 +22,7 @@ __all__ = [
     "error_body",
     "expected_outcome",
     "generation_id",
+    "grade_text",
     "is_expected_degraded",
     "last_user_text",
     "prompt_key",
@@ -34,6 +37,11 @@ DEFAULT_WRONG_RATE = 0.10
 _RATE_LIMITED_SHARE = 0.6  # of the error rate; the rest are 500s
 _COST_PER_TOKEN = 1e-6
 _UNKNOWN_ANSWER = "I don't know."
+# A model-graded rescore's question to its grader: the expert answer, then the submission.
+_GRADING = re.compile(
+    r"^\[Expert answer\]: (?P<target>.*?)\n\[Submission\]: (?P<answer>.*?)\n\n.*GRADE: C",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def _digest(seed: int, salt: str, sample_id: str, epoch: int) -> bytes:
@@ -118,6 +126,23 @@ def answer_text(prompt: str, key: tuple[str, int], *, correct: bool, seed: int) 
         offset = 1 + digest[0] % 9
         value += offset if digest[1] % 2 else -offset
     return f"The answer is {value}."
+
+
+def grade_text(prompt: str) -> str | None:
+    """A grader's reply to a grading prompt, or None for any other prompt.
+
+    It grades as a careful grader would, the same every time: C when the submission's final
+    number equals one of the expert answers (or, without numbers, when the texts match).
+    """
+    found = _GRADING.search(prompt)
+    if found is None:
+        return None
+    answer = found["answer"]
+    for target in found["target"].split(" or "):
+        scorer = numeric_match if parse_number(target) is not None else exact_match
+        if scorer(target, answer).value == "C":
+            return f"The submission matches the expert answer {target.strip()!r}.\nGRADE: C"
+    return "The submission does not match the expert answer.\nGRADE: I"
 
 
 def completion_body(

@@ -63,7 +63,15 @@ def export_command(args: argparse.Namespace) -> int:
         run_key_of(args, alternative="--all")  # one line naming what is missing
     analysis.check_writable(args.out)  # refused before anything is read
     columns = (TextColumn("[bold]reading runs"), BarColumn(), MofNCompleteColumn())
-    bar = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    console = Console(stderr=True)
+    # Off a terminal a bar only leaves a blank line (rich's last refresh) before `wrote ...`.
+    bar = Progress(
+        *columns,
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
     with connect() as kafka, bar:
         task = bar.add_task("runs", total=None)
 
