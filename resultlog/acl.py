@@ -12,9 +12,9 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
+from resultlog._topic_table import TOPICS, Role
 from resultlog.errors import KafkaClientError
 
 # The Kafka client is imported by the functions that call Kafka: `resultlog acl --help` (and
@@ -36,14 +36,6 @@ Resource = Literal["topic", "group"]
 Operation = Literal["READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"]
 
 
-class Role(StrEnum):
-    """A least-privilege role of `resultlog acl grant`."""
-
-    WORKER = "worker"
-    AGGREGATOR = "aggregator"
-    VIEWER = "viewer"
-
-
 @dataclass(frozen=True, order=True)
 class Acl:
     """One ALLOW rule: a principal may do an operation on a topic or group (or a prefix)."""
@@ -62,71 +54,34 @@ class Acl:
 def role_acls(
     settings: Settings, role: Role, principal: str, group: str | None = None
 ) -> list[Acl]:
-    """The ACLs of `role` for `principal`; `group` replaces the role's group from settings."""
+    """The ACLs of `role` for `principal`; `group` replaces the role's group from settings.
+
+    Each topic's operations come from `TOPICS`. A role may also read the configuration of
+    every checked topic it uses: a client checks their cleanup.policy, and a writer sizes its
+    records by max.message.bytes, which it would otherwise have to guess.
+    """
     principal = _checked_principal(principal)
+    used = [(topic, topic.roles[role]) for topic in TOPICS if role in topic.roles]
+    acls = [
+        Acl(principal, "topic", topic.name(settings), operation)
+        for topic, operations in used
+        for operation in operations
+    ]
+    own_group = _GROUPS.get(role)
+    if own_group is not None:
+        acls.append(Acl(principal, "group", group or getattr(settings, own_group), "READ"))
+    acls.append(Acl(principal, "group", READER_GROUP_PREFIX, "DESCRIBE", prefixed=True))
+    acls.extend(
+        Acl(principal, "topic", topic.name(settings), "DESCRIBE_CONFIGS")
+        for topic, _ in used
+        if topic.checked
+    )
+    return acls
 
-    def topic(name: str, operation: Operation) -> Acl:
-        return Acl(principal, "topic", name, operation)
 
-    def consumer_group(name: str) -> Acl:
-        return Acl(principal, "group", name, "READ")
-
-    def configs(*names: str) -> list[Acl]:
-        # A client checks the cleanup.policy of the topics it uses, and a writer sizes its
-        # records by max.message.bytes: without this it would have to guess.
-        return [topic(name, "DESCRIBE_CONFIGS") for name in names]
-
-    readers = Acl(principal, "group", READER_GROUP_PREFIX, "DESCRIBE", prefixed=True)
-    if role is Role.WORKER:
-        # Writes results and reads them back to resume (guided by the run index); holds
-        # leases on its run keys and keeps their budgets in the spend ledger; takes and
-        # commits work tasks, and dead-letters the ones that keep failing; `resultlog lm-eval`
-        # keeps its answered requests in the lm-eval answers topic and serves them on a rerun.
-        return [
-            topic(settings.results_topic, "WRITE"),
-            topic(settings.results_topic, "READ"),
-            topic(settings.index_topic, "READ"),
-            topic(settings.leases_topic, "WRITE"),
-            topic(settings.leases_topic, "READ"),
-            topic(settings.spend_topic, "WRITE"),
-            topic(settings.spend_topic, "READ"),
-            topic(settings.work_topic, "READ"),
-            topic(settings.work_dlq_topic, "WRITE"),
-            topic(settings.lm_eval_answers_topic, "WRITE"),
-            topic(settings.lm_eval_answers_topic, "READ"),
-            consumer_group(group or settings.work_group),
-            readers,
-            *configs(
-                settings.results_topic,
-                settings.index_topic,
-                settings.leases_topic,
-                settings.spend_topic,
-                settings.lm_eval_answers_topic,
-            ),
-        ]
-    if role is Role.AGGREGATOR:
-        # Folds results as a group member (committing nothing), writes summaries and dead
-        # letters, writes and reads back its changelog and the run index; replay and the
-        # samples routes read one run's results through the index.
-        return [
-            topic(settings.results_topic, "READ"),
-            topic(settings.index_topic, "WRITE"),
-            topic(settings.index_topic, "READ"),
-            topic(settings.changelog_topic, "WRITE"),
-            topic(settings.changelog_topic, "READ"),
-            topic(settings.summaries_topic, "WRITE"),
-            topic(settings.dlq_topic, "WRITE"),
-            consumer_group(group or settings.aggregator_group),
-            readers,
-            *configs(
-                settings.results_topic,
-                settings.index_topic,
-                settings.changelog_topic,
-                settings.summaries_topic,
-                settings.dlq_topic,
-            ),
-        ]
-    return [topic(settings.summaries_topic, "READ"), readers, *configs(settings.summaries_topic)]
+# The consumer group a role's members join (the Settings field naming it): workers take work
+# tasks, the aggregator folds results; a viewer only reads, with reader groups.
+_GROUPS = {Role.WORKER: "work_group", Role.AGGREGATOR: "aggregator_group"}
 
 
 def grant(kafka: KafkaConnection, acls: Sequence[Acl]) -> None:

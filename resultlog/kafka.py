@@ -37,6 +37,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from resultlog._diagnose import diagnose_tls
+from resultlog._topic_table import TOPICS
 from resultlog.errors import KafkaClientError, TopicLayoutError
 from resultlog.schemas import Codec
 from resultlog.settings import Settings
@@ -120,18 +121,11 @@ class TopicLayout:
 
 
 def topic_layouts(settings: Settings) -> dict[str, TopicLayout]:
-    """The Kafka layout (docs/design.md): compacted results, summaries, leases, spend ledger,
-    aggregator changelog and run index, and a deleting DLQ."""
-    compacted = TopicLayout(settings.partitions, "compact")
+    """The layouts every client checks (docs/design.md): each checked topic of `TOPICS`."""
     return {
-        settings.results_topic: compacted,
-        settings.summaries_topic: compacted,
-        settings.dlq_topic: TopicLayout(settings.partitions, "delete"),
-        settings.leases_topic: compacted,
-        settings.spend_topic: compacted,
-        settings.changelog_topic: compacted,
-        settings.index_topic: compacted,
-        settings.lm_eval_answers_topic: compacted,
+        topic.name(settings): TopicLayout(topic.partition_count(settings), topic.cleanup)
+        for topic in TOPICS
+        if topic.checked
     }
 
 

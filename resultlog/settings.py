@@ -338,8 +338,10 @@ class Settings(BaseSettings):
         return Path(base) / "resultlog"
 
     def every_topic(self) -> list[str]:
-        """Every topic these settings name, in field order."""
-        return [getattr(self, name) for name in type(self).model_fields if name.endswith("_topic")]
+        """Every topic these settings name, in the topic table's order."""
+        from resultlog._topic_table import TOPICS
+
+        return [topic.name(self) for topic in TOPICS]
 
     def namespaced(self, prefix: str) -> Settings:
         """These settings with every topic and consumer group renamed from `resultlog` to `prefix`.

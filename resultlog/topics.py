@@ -15,35 +15,22 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from resultlog._topic_table import TOPICS, Topic
 from resultlog.errors import KafkaClientError, TopicError
-from resultlog.kafka import KafkaConnection, topic_layouts
+from resultlog.kafka import KafkaConnection
 from resultlog.settings import Settings
 
-__all__ = ["TopicOutcome", "TopicSpec", "ensure_topics", "topic_config", "topic_specs"]
+__all__ = [
+    "TOPICS",
+    "Topic",
+    "TopicOutcome",
+    "TopicSpec",
+    "ensure_topics",
+    "topic_config",
+    "topic_specs",
+]
 
 _TIMEOUT_S = 30.0
-# Leases are renewed every few seconds: short segments let compaction keep the topic small,
-# so a claim (which reads the run key's partition) stays quick.
-_LEASES_CONFIG = {
-    "cleanup.policy": "compact",
-    "segment.ms": str(10 * 60 * 1000),
-    "min.cleanable.dirty.ratio": "0.1",
-    "delete.retention.ms": str(60 * 60 * 1000),
-}
-
-# The changelog keeps each store key's latest value: short segments let compaction keep it
-# near the size of the state, so a restore reads little more than the state. Its tombstones
-# stay as long as Kafka's default (a day), like the results topic's.
-_CHANGELOG_CONFIG = {
-    "cleanup.policy": "compact",
-    "segment.ms": str(10 * 60 * 1000),
-    "segment.bytes": str(64 * 1024 * 1024),
-    "min.cleanable.dirty.ratio": "0.1",
-}
-
-# Index entries are rewritten as their runs grow: a reader of one run reads its whole index
-# partition, so small segments keep it near one entry per run.
-_INDEX_CONFIG = {**_LEASES_CONFIG, "segment.bytes": str(8 * 1024 * 1024)}
 
 
 @dataclass(frozen=True)
@@ -70,40 +57,29 @@ class TopicOutcome:
 def topic_specs(
     settings: Settings, extra_config: Mapping[str, str] | None = None
 ) -> list[TopicSpec]:
-    """The Kafka layout (docs/design.md): `resultlog.kafka.topic_layouts`, then the work topics.
+    """What `topics create` makes: every topic of `TOPICS` (docs/design.md), as `settings`
+    name and size them, with its own configuration, then `extra_config`.
 
-    Results (and the DLQ, which copies them) accept messages up to the settings'
-    `max_message_bytes` after compression; leases get short segments; the work topic and its
-    dead letters delete, and may be grown (their partitions bound the useful worker count).
+    Results, their dead letters and the lm-eval answers accept messages up to the settings'
+    `max_message_bytes` after compression; the work topics' partitions may be grown (they
+    bound the useful worker count), every other count is exact.
     """
     base = {"min.insync.replicas": str(settings.min_insync_replicas), **(extra_config or {})}
     large = {"max.message.bytes": str(settings.max_message_bytes)}
-    own = {
-        settings.results_topic: large,
-        settings.dlq_topic: large,
-        settings.lm_eval_answers_topic: large,
-    }
-    own[settings.leases_topic] = _LEASES_CONFIG
-    own[settings.spend_topic] = _LEASES_CONFIG  # rewritten per pair, read per chunk: keep small
-    own[settings.changelog_topic] = _CHANGELOG_CONFIG
-    own[settings.index_topic] = _INDEX_CONFIG
-    replicas = settings.replication_factor
-    deleting = {**base, "cleanup.policy": "delete"}
-    work = [
-        TopicSpec(name, settings.work_partitions, replicas, deleting, exact_partitions=False)
-        for name in (settings.work_topic, settings.work_dlq_topic)
-    ]
     return [
-        *(
-            TopicSpec(
-                name,
-                layout.partitions,
-                replicas,
-                config={**own.get(name, {}), **base, "cleanup.policy": layout.cleanup_policy},
-            )
-            for name, layout in topic_layouts(settings).items()
-        ),
-        *work,
+        TopicSpec(
+            topic.name(settings),
+            topic.partition_count(settings),
+            settings.replication_factor,
+            config={
+                **topic.config,
+                **(large if topic.large else {}),
+                **base,
+                "cleanup.policy": topic.cleanup,
+            },
+            exact_partitions=topic.checked,
+        )
+        for topic in TOPICS
     ]
 
 

@@ -1,8 +1,9 @@
 """MkDocs hooks: the command-line and settings reference pages, generated at every build.
 
-A page holds a marker line, `<!-- generated: cli -->` or `<!-- generated: settings -->`, and
-the build replaces it with Markdown made from `resultlog.cli.build_parser()` or from the
-fields of `resultlog.settings.Settings`, so the reference cannot drift from the code. A
+A page holds a marker line, `<!-- generated: cli -->`, `<!-- generated: settings -->` or
+`<!-- generated: topics -->`, and the build replaces it with Markdown made from
+`resultlog.cli.build_parser()`, from the fields of `resultlog.settings.Settings` or from the
+topic table (`resultlog.topics.TOPICS`), so the reference cannot drift from the code. A
 marker the build does not know fails it. mkdocs.yml names this file under `hooks`.
 
 The Python API page is mkdocstrings', which reads sources where the import name puts them:
@@ -38,6 +39,7 @@ __all__ = [
     "on_page_markdown",
     "render_markers",
     "settings_reference",
+    "topics_table",
 ]
 
 API_PACKAGES = ("resultlog", "resultlog.schemas", "resultlog.consumers", "resultlog.producer")
@@ -201,7 +203,18 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-_GENERATORS: dict[str, Callable[[], str]] = {"cli": cli_reference, "settings": settings_reference}
+def topics_table() -> str:
+    """The Kafka layout table: every topic of resultlog's one topic table."""
+    from resultlog._topic_table import design_table
+
+    return design_table()
+
+
+_GENERATORS: dict[str, Callable[[], str]] = {
+    "cli": cli_reference,
+    "settings": settings_reference,
+    "topics": topics_table,
+}
 
 
 def render_markers(markdown: str, where: str) -> str:
