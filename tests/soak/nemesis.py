@@ -37,6 +37,7 @@ KINDS = (
 # Shorter than the lease TTL: a stopped writer keeps its lease (and an aggregator comes back
 # while a hand-over may be under way: its session timeout is 10 s).
 _MAX_STOP_S = 0.7 * LEASE_TTL_S
+_ALTER_ATTEMPTS = 5
 _COMPACTION = {
     "segment.ms": "1000",
     "min.cleanable.dirty.ratio": "0.01",
@@ -67,6 +68,8 @@ class Nemesis:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._bag: list[str] = []
+        self._closed = False
+        self._starting = threading.Lock()  # held while an undo starts a process
 
     def busy(self, name: str) -> bool:
         """Whether a fault holds `name` (an instance down on purpose)."""
@@ -172,7 +175,7 @@ class Nemesis:
 
         def restart() -> None:
             time.sleep(down_s)
-            target.start(self._env)
+            self._unless_closed(lambda: target.start(self._env))
             self._busy.discard(target.name)
 
         self._background(target.name, restart, mark=False)
@@ -184,7 +187,7 @@ class Nemesis:
         self._note(kind, f"{how} broker {node}, down {down_s:.1f}s")
         self._cluster.stop_node(node, kill=kill)
         time.sleep(down_s)
-        self._cluster.start_node(node)
+        self._unless_closed(lambda: self._cluster.start_node(node))
 
     def _recreate(self) -> None:
         topic = self._kafka.settings.changelog_topic
@@ -207,9 +210,11 @@ class Nemesis:
         admin = self._kafka.admin()
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
         before = admin.describe_configs([resource])[resource].result(30)
-        _alter(admin, topic, _COMPACTION)
-        time.sleep(window_s)
-        _alter(admin, topic, {name: before[name].value for name in _COMPACTION})
+        try:
+            _alter(admin, topic, _COMPACTION)
+            time.sleep(window_s)
+        finally:
+            _alter(admin, topic, {name: before[name].value for name in _COMPACTION})
 
     # -- bookkeeping -----------------------------------------------------------------------
 
@@ -227,7 +232,7 @@ class Nemesis:
             try:
                 work()
             except Exception as exc:  # a fault that could not be done or undone: said
-                self._note("error", f"{name}: {type(exc).__name__}: {exc}")
+                self._note("error", f"{name}: {exc!r}")
             finally:
                 if mark:
                     self._busy.discard(name)
@@ -235,6 +240,17 @@ class Nemesis:
         thread = threading.Thread(target=body, name=f"nemesis {name}", daemon=True)
         self._threads.append(thread)
         thread.start()
+
+    def _unless_closed(self, start: Callable[[], None]) -> None:
+        """Start something again, unless the soak is stopping (it would outlive the soak)."""
+        with self._starting:
+            if not self._closed:
+                start()
+
+    def close(self) -> None:
+        """Start nothing from now on (undos still under way finish first)."""
+        with self._starting:
+            self._closed = True
 
     def settle(self, timeout_s: float = 180.0) -> None:
         """Wait for every fault to be undone."""
@@ -252,8 +268,15 @@ def _alter(admin: object, topic: str, values: dict[str, str]) -> None:
         for name, value in values.items()
     ]
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
+    for attempt in range(_ALTER_ATTEMPTS):  # a loaded controller may time out: try again
+        try:
+            for future in admin.incremental_alter_configs([resource]).values():
+                future.result(30)
+            return
+        except Exception:
+            if attempt == _ALTER_ATTEMPTS - 1:
+                raise
+            time.sleep(2.0)
 
 
 def corrupt_store(rng: random.Random, state_dir: Path) -> str:

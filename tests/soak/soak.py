@@ -227,6 +227,8 @@ class Soak:
     def stop(self) -> Outcome:
         """Stop everything it started (whatever state it is in); the outcome."""
         self._stop.set()
+        if self.nemesis is not None:
+            self.nemesis.close()
         outcome = self.outcome
         outcome.seconds = outcome.seconds or self.clock()
         if self.workload is not None:
