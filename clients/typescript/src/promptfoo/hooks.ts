@@ -1,6 +1,7 @@
 /** promptfoo's extension hooks: beforeAll leases each wrapped provider's run key and loads its
  * durable cases (refusing a changed config before any call), afterEach makes each finished
  * case durable before promptfoo goes on, afterAll writes degraded cases and lets go. */
+import { bootstrapServers } from "../localStack.js";
 import type { DecodedSampleResult } from "../record.js";
 import { KafkaResultStore, pairKey } from "../store.js";
 import {
@@ -15,7 +16,7 @@ import {
 import { LeaseClient } from "./lease.js";
 import { sampleResult } from "./mapping.js";
 import { isResultLogProvider, type ResultLogProvider } from "./provider.js";
-import { bootstrapServers, promptfooVersion, ProviderRun, session, Session, setSession } from "./session.js";
+import { promptfooVersion, ProviderRun, session, Session, setSession } from "./session.js";
 import type { EvaluateResult, TestCase, TestSuite } from "./types.js";
 
 /** Set up the eval's runs; returns the suite with each test's position in its metadata. */
@@ -173,5 +174,5 @@ function checkedTests(suite: TestSuite): TestCase[] {
 }
 
 function sameProvider(provider: ResultLogProvider, result: EvaluateResult): boolean {
-  return (provider.label ?? provider.id()) === (result.provider.label ?? result.provider.id);
+  return (provider.label || provider.id()) === (result.provider.label || result.provider.id);
 }

@@ -6,6 +6,7 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import kafkajs from "kafkajs";
 import type { Admin, Kafka, KafkaMessage, Producer } from "kafkajs";
 import { ResultLogError } from "../errors.js";
@@ -15,6 +16,7 @@ import { processGone, processIdentity } from "./process.js";
 
 const { Kafka: KafkaClient, logLevel } = kafkajs;
 const RENEWALS_PER_TTL = 3;
+const READ_TIMEOUT_MS = 15_000;
 
 /** A lease could not be read, claimed or kept. */
 export class LeaseError extends ResultLogError {}
@@ -289,11 +291,22 @@ export class RunLease {
     return found;
   }
 
+  /** Read the partition from its start; a partition moving (a new topic, a leader election)
+   * is waited out for up to READ_TIMEOUT_MS, each try seeing the messages afresh. */
   private async scan(onMessage: (message: KafkaMessage) => void): Promise<void> {
-    try {
-      await readPartition(this.client.kafka, this.client.admin, this.client.topic, this.partition, onMessage, 15_000);
-    } catch (error) {
-      throw new LeaseError(`cannot read the leases of ${describe(this.runKey)}: ${messageOf(error)}`, { cause: error });
+    const deadline = Date.now() + READ_TIMEOUT_MS;
+    for (;;) {
+      const seen: KafkaMessage[] = [];
+      try {
+        await readPartition(this.client.kafka, this.client.admin, this.client.topic, this.partition, (m) => seen.push(m), READ_TIMEOUT_MS);
+        seen.forEach(onMessage);
+        return;
+      } catch (error) {
+        if (Date.now() > deadline) {
+          throw new LeaseError(`cannot read the leases of ${describe(this.runKey)}: ${messageOf(error)}`, { cause: error });
+        }
+        await sleep(200);
+      }
     }
   }
 }

@@ -4,7 +4,6 @@ import { readFileSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { DecodedSampleResult, SampleResult } from "../record.js";
 import type { RunKey } from "../runKey.js";
-import { settingsFromEnv } from "../settings.js";
 import { KafkaResultStore, pairKey } from "../store.js";
 import { PromptfooError, type RunConfig } from "./identity.js";
 import type { LeaseClient, RunLease } from "./lease.js";
@@ -95,11 +94,6 @@ export function session(): Session {
 
 export function setSession(value: Session | null): void {
   current = value;
-}
-
-/** The Kafka bootstrap servers, as every resultlog command finds them. */
-export function bootstrapServers(env: NodeJS.ProcessEnv = process.env): string {
-  return settingsFromEnv(env).bootstrapServers;
 }
 
 /** The version of the promptfoo running this process (its package.json above the CLI). */
