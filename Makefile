@@ -5,11 +5,17 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 DOCS_ADDR ?= 127.0.0.1:8000
 MKDOCS_CONFIG ?= mkdocs.yml
-# The fault tier also runs the slow tests (builds, a suite rerun on the twins), so that the two
-# tiers .ci/run starts side by side take about as long (tests/support/fault_table.py agrees).
-FAULT_TIER := faults or slow
+# The tiers by marker (docs/contributing.md): `make test` is the fast core of every promise; the
+# fault tier breaks things (tests/support/fault_table.py agrees on FAULT_TIER); the slow tier
+# waits on brokers of its own, browsers, builds, child interpreters and timeouts.
+TEST_TIER := not faults and not slow
+FAULT_TIER := faults
+SLOW_TIER := slow and not faults
+# pytest-xdist workers of `make test`: its tests mostly wait (on the broker, HTTP, children), so
+# four share two cores well; one broker serves them all (each test has topics of its own).
+TEST_WORKERS ?= 4
 
-.PHONY: help install test test-faults test-ts test-containers lint format docs demo page page-down bench bench-quick soak kafka-up kafka-down clean
+.PHONY: help install test test-faults test-slow test-all test-ids test-ts test-containers lint format docs demo page page-down bench bench-quick soak kafka-up kafka-down clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -32,11 +38,19 @@ $(BIN)/resultlog: pyproject.toml $(HOT_SOURCES)
 
 install: $(BIN)/resultlog ## create .venv and install resultlog (its fold compiled by mypyc) and its tools
 
-test: install ## run the test suite against a real Kafka (RESULTLOG_BOOTSTRAP_SERVERS or our launcher)
-	$(BIN)/pytest -m "not faults and not slow" $(PYTEST_ARGS)
+test: install ## the fast core of every test, on one real Kafka (RESULTLOG_BOOTSTRAP_SERVERS or our launcher)
+	$(BIN)/pytest -m "$(TEST_TIER)" -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
-test-faults: install ## run the fault-injection tier (restarts, compaction, hostile input)
+test-faults: install ## the fault-injection tier (restarts, kills, compaction, hostile input)
 	$(BIN)/pytest -m "$(FAULT_TIER)" $(PYTEST_ARGS)
+
+test-slow: install ## the slow tier (own brokers, browsers, builds, child processes, timeouts)
+	$(BIN)/pytest -m "$(SLOW_TIER)" $(PYTEST_ARGS)
+
+test-ids: install ## check that every test of tests/test_ids.txt is still collected (or merged)
+	$(BIN)/pytest --collect-only -q -m "" -p no:cacheprovider >/dev/null
+
+test-all: test test-faults test-slow test-ts test-containers ## every tier, one after another (what CI runs)
 
 test-ts: install ## the TypeScript client: npm ci, then its tests (golden and generated vectors)
 	cd clients/typescript && npm ci --no-audit --no-fund && npm test

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 import uuid
@@ -23,6 +24,7 @@ from resultlog.producer.store import KafkaResultStore
 from resultlog.settings import Settings
 from tests.support.cli import child_env
 from tests.support.idlist import (
+    COLLECTED,
     LISTED,
     MIN_TESTS,
     allowed_skips,
@@ -93,6 +95,36 @@ def _no_local_stack() -> Iterator[None]:
         yield
 
 
+def _start_broker(directory: Path) -> tuple[str, Callable[[], object]]:
+    """A real broker and how to stop it: testcontainers where Docker answers, else our
+    launcher in `directory`."""
+    if _docker_answers():
+        bootstrap, container = _kafka_container()
+        return bootstrap, container.stop
+    kafka = LocalKafka(directory)
+    return kafka.up(port=0), kafka.down
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, one broker for every worker: the controller starts it (unless
+    RESULTLOG_BOOTSTRAP_SERVERS names one) and hands it on in the workers' environment."""
+    workers = getattr(config.option, "numprocesses", None)
+    if not workers or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if os.environ.get("RESULTLOG_BOOTSTRAP_SERVERS") or config.option.collectonly:
+        return
+    directory = Path(tempfile.mkdtemp(prefix="resultlog-test-kafka-"))
+    bootstrap, stop = _start_broker(directory)
+    os.environ["RESULTLOG_BOOTSTRAP_SERVERS"] = bootstrap
+
+    def cleanup() -> None:
+        del os.environ["RESULTLOG_BOOTSTRAP_SERVERS"]
+        stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+    config.add_cleanup(cleanup)
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real broker: RESULTLOG_BOOTSTRAP_SERVERS, else testcontainers, else our launcher."""
@@ -100,15 +132,9 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if configured:
         yield configured
         return
-    if _docker_answers():
-        bootstrap, container = _kafka_container()
-        yield bootstrap
-        container.stop()
-        return
-    kafka = LocalKafka(tmp_path_factory.mktemp("kafka"))
-    bootstrap = kafka.up(port=0)
+    bootstrap, stop = _start_broker(tmp_path_factory.mktemp("kafka"))
     yield bootstrap
-    kafka.down()
+    stop()
 
 
 @pytest.fixture(scope="session")
@@ -221,6 +247,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not _collects_everything(config):
         return
     collected = [item.nodeid for item in items]
+    config.stash[COLLECTED] = collected
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a worker cannot stop the run: tests/test_suite.py fails instead
     lost = lost_ids(collected, listed_ids(), merged_ids())
     if len(collected) < MIN_TESTS:
         lost.append(f"all tiers collect {len(collected)} tests, fewer than {MIN_TESTS}")

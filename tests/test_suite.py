@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.idlist import (
+    COLLECTED,
     MIN_TESTS,
     AllowedSkip,
+    all_test_ids,
     allowed_skips,
     listed_ids,
     lost_ids,
@@ -73,3 +75,11 @@ def test_the_skip_list_parses_and_refuses_an_entry_without_a_reason(tmp_path: Pa
     broken.write_text("t.py::*\n")
     with pytest.raises(ValueError, match="not `ID pattern \\| reason`"):
         allowed_skips(broken)
+
+
+def test_no_test_of_the_ledger_is_lost(request: pytest.FixtureRequest) -> None:
+    """Every test of test_ids.txt is collected or merged into a collected one, and all tiers
+    hold at least MIN_TESTS (this run's collection when it was whole, else a fresh one)."""
+    collected = request.config.stash.get(COLLECTED, None) or all_test_ids()
+    assert lost_ids(collected, listed_ids(), merged_ids()) == []
+    assert len(collected) >= MIN_TESTS

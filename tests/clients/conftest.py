@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,17 @@ def ts_client() -> Path:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{reason} (CI must install Node.js 20.19+)")
         pytest.skip(reason)
-    if not (CLIENT / "node_modules").is_dir():
-        _npm("ci", "--no-audit", "--no-fund")
-    _npm("run", "build")
+    # Under pytest-xdist every worker asks: one builds while the others wait, and a worker
+    # finding this run's stamp uses the build as it is.
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    stamp = CLIENT / "dist" / ".built-by-test-run"
+    with (Path(tempfile.gettempdir()) / "resultlog-ts-client.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if run and stamp.is_file() and stamp.read_text() == run:
+            return CLIENT
+        if not (CLIENT / "node_modules").is_dir():
+            _npm("ci", "--no-audit", "--no-fund")
+        _npm("run", "build")
+        if run:
+            stamp.write_text(run)
     return CLIENT

@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from resultlog.consumers import read_run_records, resume_state
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
@@ -96,6 +98,7 @@ def test_a_run_written_from_typescript_replays_in_python(
     assert replayed["spent_cost"] == math.fsum(r.spent for r in records)  # the fold sums exactly
 
 
+@pytest.mark.slow  # node children; one interop test stays in make test
 def test_a_run_written_by_python_loads_in_typescript_with_the_same_skip_list(
     ts_client: Path, settings: Settings, cli_env: dict[str, str]
 ) -> None:
@@ -109,6 +112,7 @@ def test_a_run_written_by_python_loads_in_typescript_with_the_same_skip_list(
     assert loaded["evaluated"] == [] and loaded["undecodable"] == 0
 
 
+@pytest.mark.slow  # node children; one interop test stays in make test
 def test_typescript_ignores_other_epochs_and_refuses_another_configuration(
     ts_client: Path, settings: Settings, cli_env: dict[str, str]
 ) -> None:
@@ -131,6 +135,7 @@ def test_typescript_ignores_other_epochs_and_refuses_another_configuration(
     assert len(raw_run_records(settings, run_key)) == 3 * EPOCHS  # nothing written
 
 
+@pytest.mark.slow  # node children; one interop test stays in make test
 def test_a_python_half_run_resumes_in_typescript_asking_no_pair_twice(
     ts_client: Path, settings: Settings, cli_env: dict[str, str]
 ) -> None:
@@ -170,6 +175,7 @@ def test_a_python_half_run_resumes_in_typescript_asking_no_pair_twice(
     assert (status["records"], status["skip_list"], status["configs"]) == (16, 16, 1)
 
 
+@pytest.mark.slow  # node children; one interop test stays in make test
 def test_a_typescript_half_run_resumes_in_python_asking_no_pair_twice(
     ts_client: Path, settings: Settings, cli_env: dict[str, str]
 ) -> None:
@@ -196,6 +202,7 @@ def test_a_typescript_half_run_resumes_in_python_asking_no_pair_twice(
     assert summary["records"] == 8 * EPOCHS
 
 
+@pytest.mark.slow  # node children; one interop test stays in make test
 def test_degraded_outcomes_written_from_typescript_are_retried_not_skipped(
     ts_client: Path, settings: Settings, cli_env: dict[str, str]
 ) -> None:

@@ -125,6 +125,7 @@ def test_state_serves_caught_up_partitions_with_summaries_computed_on_request() 
     assert state.changed(now) == ([], True)  # nothing changed since
 
 
+@pytest.mark.slow  # SIGKILL and a restart
 def test_sigkill_during_ingestion_then_restart_converges(settings: Settings) -> None:
     runs = [RunKey(f"kill-{i}", "arith", "openai/gpt-4o") for i in range(3)]
     batches = [

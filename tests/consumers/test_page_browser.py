@@ -30,6 +30,9 @@ from tests.support.page import (
 from tests.support.records import make_record
 from tests.support.waiting import wait_for
 
+# The slow tier: a headless Chromium drives the page.
+pytestmark = pytest.mark.slow
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 

@@ -22,6 +22,9 @@ from tests.support.kafka import write
 from tests.support.page import OUTCOMES_A, OUTCOMES_B, RUN_A, RUN_B, known_records, run_path
 from tests.support.waiting import wait_for
 
+# The slow tier: a headless Chromium drives the page.
+pytestmark = pytest.mark.slow
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 

@@ -73,6 +73,7 @@ def test_of_simultaneous_claimants_exactly_one_wins(kafka: KafkaConnection) -> N
         holders[0].release()
 
 
+@pytest.mark.slow  # waits out a lease's time to live
 def test_a_lease_from_another_machine_blocks_until_it_expires(
     settings: Settings, kafka: KafkaConnection
 ) -> None:
@@ -114,6 +115,7 @@ def test_a_dead_holder_on_this_machine_does_not_block(
     claim_lease(kafka, RUN_KEY, (0, 100)).release()  # its pid is gone: no need to wait
 
 
+@pytest.mark.slow  # waits out a lease's time to live
 def test_the_holder_renews_its_lease_past_the_time_to_live(kafka: KafkaConnection) -> None:
     # A renewal first reads the fence through a fresh consumer: under CI's load one took
     # longer than a 1 s lease allows, and the lease expired.

@@ -20,6 +20,9 @@ from resultlog.topics import ensure_topics
 from tests.support.cli import cli_argv
 from tests.support.maven import lay_out, serve_repository
 
+# The slow tier: each test starts (and stops) a broker of its own.
+pytestmark = pytest.mark.slow
+
 
 def test_up_twice_down_and_up_again_keeps_topics(kafka_dir: Path) -> None:
     kafka = LocalKafka(kafka_dir)

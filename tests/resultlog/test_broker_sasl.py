@@ -27,6 +27,9 @@ from tests.support.aggregator import held, running
 from tests.support.cli import child_env, cli_argv, run_cli
 from tests.support.waiting import wait_for
 
+# The slow tier: a SASL broker of the module's own, and brokers per test.
+pytestmark = pytest.mark.slow
+
 USER = "worker"
 PASSWORD = f's3cr3t,]"{uuid.uuid4().hex}'
 WRONG = f"wrong-{uuid.uuid4().hex}"

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from resultlog.kafka import KafkaConnection
@@ -62,6 +63,7 @@ def test_a_600_kb_prompt_completes_and_a_rerun_asks_nothing(
     assert json.loads(again.stdout)["records"] == 3
 
 
+@pytest.mark.slow  # SIGTERM to a child and a resume
 def test_sigterm_stops_a_run_that_then_resumes_without_paying_twice(
     tmp_path: Path, settings: Settings, cli_env: dict[str, str]
 ) -> None:
@@ -103,6 +105,7 @@ def summaries_on_topic(settings: Settings, run_key: RunKey) -> list[RunSummary]:
     return found
 
 
+@pytest.mark.slow  # SIGTERM to a child and a resume
 def test_sigterm_stops_the_aggregator_cleanly(settings: Settings, cli_env: dict[str, str]) -> None:
     run_key = RunKey("served", "arith", MODEL)
     assert cli(cli_env, *run_args("served", "arith", "--limit", "10")).returncode == 0

@@ -111,6 +111,7 @@ def _run_key_args(run_id: str) -> list[str]:
     return ["--run-id", run_id, "--benchmark", "arith", "--model", MODEL]
 
 
+@pytest.mark.slow  # worker processes, SIGTERM or a poll interval run out
 def test_sigterm_abandons_the_chunk_and_loses_nothing_durable(
     settings: Settings,
     cli_env: dict[str, str],
@@ -146,6 +147,7 @@ def test_sigterm_abandons_the_chunk_and_loses_nothing_durable(
     assert all_committed(settings, group)
 
 
+@pytest.mark.slow  # worker processes, SIGTERM or a poll interval run out
 def test_a_chunk_longer_than_max_poll_interval_keeps_its_group_membership(
     settings: Settings,
     cli_env: dict[str, str],
@@ -200,6 +202,7 @@ def test_run_is_refused_while_a_worker_holds_the_chunk(
     assert len(asked) == 40 and set(asked.values()) == {1}, "a pair was asked twice"
 
 
+@pytest.mark.slow  # worker processes, SIGTERM or a poll interval run out
 def test_overlapping_submits_never_pay_a_pair_twice(
     settings: Settings,
     cli_env: dict[str, str],

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 _SHELL = re.compile(r"^ *```(?:sh|bash)\n(.*?)^ *```", re.MULTILINE | re.DOTALL)
@@ -111,6 +113,7 @@ def _lint_docs_command(config: Path) -> str:
     return line
 
 
+@pytest.mark.slow  # builds the whole docs site
 def test_a_broken_anchor_or_link_fails_the_docs_build_of_make_lint(tmp_path: Path) -> None:
     site = tmp_path / "site"
     shutil.copytree(DOCS, site / "docs")

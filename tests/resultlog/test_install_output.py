@@ -15,6 +15,7 @@ from tests.support.fault_table import FAULT_TIER
 _RECIPE = re.compile(r'^\t(?:(\w+)="([^"]*)" )?\$\(BIN\)/pip install -q -e ', re.MULTILINE)
 
 
+@pytest.mark.slow  # builds and installs the package in a fresh venv
 @pytest.mark.timeout(900)
 def test_the_editable_install_of_make_install_is_quiet(tmp_path: Path) -> None:
     recipe = _RECIPE.search((REPO / "Makefile").read_text())

@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 APICURIO = REPO / "tests" / "support" / "apicurio-3.3.3.jars"
 
 
+@pytest.mark.slow  # Maven resolves every manifest
 @pytest.mark.skipif(shutil.which("mvn") is None, reason="Maven is the reference resolution")
 @pytest.mark.parametrize("target", ["kafka", "apicurio"])
 def test_each_manifest_equals_maven_s_resolution(target: str) -> None:

@@ -174,6 +174,7 @@ def test_an_interrupt_inside_a_kafka_client_callback_is_a_keyboard_interrupt() -
     assert done.returncode == 0 and "SystemError" not in done.stderr, done.stderr
 
 
+@pytest.mark.slow  # starts a broker of its own
 def test_a_running_cluster_asked_for_another_port_says_so(tmp_path: Path) -> None:
     kafka = LocalKafka(tmp_path)
     with pytest.raises(BrokerError, match="already runs on port"):

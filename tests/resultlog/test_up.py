@@ -16,6 +16,9 @@ from tests.support.cli import child_env, cli_argv, one_line_error, printed_json,
 from tests.support.stack import Up, running_up
 from tests.support.waiting import wait_for
 
+# The slow tier: each test starts a whole stack (broker, aggregator, page) of its own.
+pytestmark = pytest.mark.slow
+
 
 def up(env: dict[str, str], *args: str) -> AbstractContextManager[Up]:
     return running_up(cli_argv("up", "--http", "127.0.0.1:0", *args), env)

@@ -93,6 +93,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+@pytest.mark.slow  # builds the wheel, installs it in a fresh venv
 def test_the_wheel_holds_resultlog_alone_with_its_schemas_and_type_markers(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
@@ -155,6 +156,7 @@ def broker(venv: Path, outside: Path) -> Iterator[str]:
         _run([str(venv / "resultlog"), "kafka", "down", "--dir", str(directory)], outside)
 
 
+@pytest.mark.slow  # builds the wheel, installs it in a fresh venv
 def test_the_installed_package_is_the_wheel_s(venv: Path, outside: Path) -> None:
     probe = (
         "import importlib.util, resultlog; print(resultlog.__file__); "
@@ -165,6 +167,7 @@ def test_the_installed_package_is_the_wheel_s(venv: Path, outside: Path) -> None
     assert strays == "[]"
 
 
+@pytest.mark.slow  # builds the wheel, installs it in a fresh venv
 @pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="no C compiler")
 def test_the_wheel_runs_its_fold_compiled_with_the_pure_twins_beside(
     wheel: Path, venv: Path, outside: Path
@@ -182,6 +185,7 @@ def test_the_wheel_runs_its_fold_compiled_with_the_pure_twins_beside(
     assert pure.stdout.strip() == "pure Python (RESULTLOG_PURE_PYTHON=1)"
 
 
+@pytest.mark.slow  # builds the wheel, installs it in a fresh venv
 def test_the_installed_cli_runs_and_replays_a_run(venv: Path, outside: Path, broker: str) -> None:
     resultlog = str(venv / "resultlog")
 
@@ -198,6 +202,7 @@ def test_the_installed_cli_runs_and_replays_a_run(venv: Path, outside: Path, bro
     assert bare(replayed) == bare(ran)
 
 
+@pytest.mark.slow  # builds the wheel, installs it in a fresh venv
 def test_the_wheel_with_local_runs_up_a_run_and_the_page_without_java_or_home(
     venv: Path, outside: Path
 ) -> None:

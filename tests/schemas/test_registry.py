@@ -39,7 +39,8 @@ _topics = count()
 @pytest.fixture(
     params=[
         pytest.param("mock", marks=pytest.mark.mock_registry),
-        pytest.param("apicurio", marks=pytest.mark.real_registry),
+        # The slow tier: a real Apicurio Registry starts first (a JVM of its own).
+        pytest.param("apicurio", marks=[pytest.mark.real_registry, pytest.mark.slow]),
     ]
 )
 def new_client(request: pytest.FixtureRequest) -> Iterator[ClientFactory]:
@@ -223,6 +224,7 @@ def _with_a_required_new_field(version: SchemaVersion) -> dict[str, Any]:
 
 
 @pytest.mark.real_registry
+@pytest.mark.slow  # a real Apicurio Registry starts first
 def test_subject_is_full_transitive_and_the_registry_enforces_it(
     registered: SchemaRegistryClient, topic: str
 ) -> None:
@@ -236,6 +238,7 @@ def test_subject_is_full_transitive_and_the_registry_enforces_it(
 
 
 @pytest.mark.real_registry
+@pytest.mark.slow  # a real Apicurio Registry starts first
 def test_a_refused_registration_is_a_registry_error(
     registered: SchemaRegistryClient, topic: str, make_record: RecordFactory
 ) -> None:

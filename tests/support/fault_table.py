@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 TABLE = Path(__file__).resolve().parents[2] / "docs" / "_generated" / "faults.md"
-FAULT_TIER = "faults or slow"
+FAULT_TIER = "faults"
 """`make test-faults`'s marker expression (the Makefile's FAULT_TIER)."""
 
 

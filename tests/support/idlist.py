@@ -9,16 +9,22 @@ lists the skips CI allows (an ID pattern and the reason's beginning).
 from __future__ import annotations
 
 import fnmatch
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 __all__ = [
+    "COLLECTED",
     "LISTED",
     "MERGED",
     "MIN_TESTS",
     "SKIPS",
     "AllowedSkip",
+    "all_test_ids",
     "allowed_skips",
     "listed_ids",
     "lost_ids",
@@ -32,6 +38,32 @@ MERGED = TESTS / "merged_tests.txt"
 SKIPS = TESTS / "skips.txt"
 MIN_TESTS = 1346
 """All tiers together collect at least this many tests (the count of tests/test_ids.txt)."""
+COLLECTED = pytest.StashKey[list[str]]()
+"""Every test ID a run collected before deselection, when it collected every test file."""
+
+
+def all_test_ids() -> list[str]:
+    """Every test ID of every tier, from a fresh `pytest --collect-only -m ""`."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-m",
+            "",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [line for line in done.stdout.splitlines() if "::" in line]
 
 
 def _lines(path: Path) -> list[str]:

@@ -119,6 +119,7 @@ def test_replay_and_the_aggregator_agree_with_inspects_accuracy(baseline: Baseli
         assert wait_for(served_accuracy, "the aggregator's summary") == accuracy
 
 
+@pytest.mark.slow  # a killed inspect eval and its resume
 def test_a_killed_eval_resumes_from_the_topic_without_asking_a_durable_pair_again(
     baseline: Baseline, settings: Settings, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
