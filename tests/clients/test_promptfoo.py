@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import time
@@ -287,6 +288,48 @@ def test_typescript_and_python_leases_exclude_each_other(
             )
         assert done.returncode == 3, done.stderr
         assert "leased by host" in done.stderr and f"pid {os.getpid()}" in done.stderr
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> Any:
+    """A JSON value of every kind canonical JSON must write as Python does: integers, floats
+    that are not integers (JavaScript cannot tell 1.0 from 1), any text, nested containers."""
+    kind = rng.choice(["int", "float", "text", "bool", "null"] + ["list", "dict"] * (depth < 3))
+    if kind == "int":
+        return rng.randint(-(2**53) + 1, 2**53 - 1)
+    if kind == "float":
+        value = rng.uniform(-1, 1) * 10 ** rng.randint(-12, 30)
+        return value if not value.is_integer() else 0.5
+    if kind == "text":
+        return "".join(chr(rng.choice(_CODE_POINTS)) for _ in range(rng.randint(0, 6)))
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "null":
+        return None
+    if kind == "list":
+        return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    return {_random_value_key(rng): _random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+
+
+# ASCII with controls, Latin-1, the BMP's top and astral planes (sorted apart from UTF-16).
+_CODE_POINTS = [*range(0, 128), 0xE9, 0x2028, 0xFFFF, 0xFF61, 0x1F600, 0x10000, 0x20AC]
+
+
+def _random_value_key(rng: random.Random) -> str:
+    return "".join(chr(rng.choice(_CODE_POINTS)) for _ in range(rng.randint(1, 3)))
+
+
+def test_canonical_json_is_pythons_byte_for_byte(ts_client: Path) -> None:
+    rng = random.Random(54)
+    values = [_random_value(rng) for _ in range(300)]
+    lines = "".join(json.dumps(value) + "\n" for value in values)  # ASCII on the way in
+    script = ts_client / "dist" / "test" / "promptfoo" / "canonicalLines.js"
+    done = subprocess.run(
+        ["node", str(script)], input=lines, capture_output=True, text=True, timeout=60, check=True
+    )
+    python = [
+        json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False) for v in values
+    ]
+    assert done.stdout.split("\n") == [*python, ""]  # not splitlines(): U+2028 is no line end
 
 
 def test_the_example_needs_its_own_install_only() -> None:
