@@ -55,6 +55,9 @@ export class ResultLogProvider implements PromptfooProvider {
       throw new PromptfooError("a case without its test's position: is the resultlog beforeAll hook configured?");
     }
     const repeatIndex = context.repeatIndex ?? 0;
+    if (repeatIndex >= eval_.epochs) {
+      throw new PromptfooError(`repeat ${repeatIndex + 1} of ${eval_.epochs}: give the repeat count as --repeat on the command line`);
+    }
     const { sampleIndex, sampleId } = eval_.place(position, context.prompt.label);
     const seed = run.seed(sampleIndex, repeatIndex);
     if (seed !== undefined) {
