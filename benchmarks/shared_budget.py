@@ -22,7 +22,7 @@ from benchmarks._kafka import bootstrap_servers, own_topics
 from benchmarks._results import Result, add_results_argument, report
 from benchmarks.write_path import timed_run
 from resultlog.kafka import KafkaConnection
-from resultlog.producer import KafkaResultStore
+from resultlog.producer import KafkaResultStore, RunBudget
 from resultlog.producer._shared_budget import shared_budget
 from resultlog.producer.datasets import arith, limit_samples
 from resultlog.producer.offline import ModelServer
@@ -48,7 +48,7 @@ def main() -> int:
             kafka.partition_count(topic, created=True)
         for _ in range(args.rounds):
             for name in ("memory", "ledger"):
-                budget = shared_budget(kafka) if name == "ledger" else None
+                shared = shared_budget(kafka) if name == "ledger" else None
                 store = KafkaResultStore(kafka)
                 run = timed_run(
                     bench,
@@ -56,8 +56,7 @@ def main() -> int:
                     store,
                     1,
                     args.concurrency,
-                    budget_usd=BUDGET_USD,
-                    shared_budget=budget,
+                    budget=RunBudget(BUDGET_USD, shared=shared),
                 )
                 best[name] = min(best[name], asyncio.run(run))
             pairs = args.samples

@@ -32,6 +32,8 @@ from resultlog.producer import (
     ModelClient,
     NoopResultStore,
     ResultStore,
+    RunBudget,
+    RunOptions,
     model_solver,
     run_benchmark,
 )
@@ -49,10 +51,10 @@ async def timed_run(
     store: ResultStore,
     epochs: int,
     concurrency: int,
-    **options: Any,
+    *,
+    budget: RunBudget | None = None,
 ) -> float:
-    """Seconds to evaluate every pair of a fresh run with the store (closing it included);
-    `options` go to run_benchmark."""
+    """Seconds to evaluate every pair of a fresh run with the store (closing it included)."""
     client = ModelClient(base_url, max_retries=0)
     started = time.perf_counter()
     result = await run_benchmark(
@@ -60,10 +62,9 @@ async def timed_run(
         MODEL,
         run_id=f"write-{uuid.uuid4().hex[:8]}",
         solver=model_solver(client, MODEL),
-        epochs=epochs,
         store=store,
-        max_concurrency=concurrency,
-        **options,
+        options=RunOptions(epochs=epochs, max_concurrency=concurrency),
+        budget=budget,
     )
     await store.close()
     seconds = time.perf_counter() - started

@@ -52,7 +52,15 @@ if TYPE_CHECKING:
         plan_purge,
         purge_run,
     )
-    from resultlog.producer.runner import Progress, RunResult, Solver, model_solver, run_benchmark
+    from resultlog.producer.runner import (
+        Progress,
+        RunBudget,
+        RunOptions,
+        RunResult,
+        Solver,
+        model_solver,
+        run_benchmark,
+    )
     from resultlog.producer.store import KafkaResultStore, NoopResultStore, ResultStore
 
 __all__ = [
@@ -75,8 +83,10 @@ __all__ = [
     "PurgeLeasedError",
     "PurgePlan",
     "ResultStore",
+    "RunBudget",
     "RunConfig",
     "RunLease",
+    "RunOptions",
     "RunResult",
     "Sample",
     "SampleContext",

@@ -69,8 +69,6 @@ class ModelClient:
         backoff_initial: float = 0.5,
         backoff_max: float = 8.0,
         transport: httpx.AsyncBaseTransport | None = None,
-        http_referer: str | None = None,
-        title: str | None = None,
         include_usage: bool = True,
         headers: Mapping[str, str] | None = None,
         max_connections: int | None = 100,
@@ -90,7 +88,7 @@ class ModelClient:
         # requests wait here, cheaply, until a connection slot is free.
         self._slots = asyncio.Semaphore(max_connections) if max_connections else None
         self._client = httpx.AsyncClient(
-            headers=_headers(api_key, http_referer, title, headers),
+            headers=_headers(api_key, headers),
             timeout=timeout if isinstance(timeout, httpx.Timeout) else _timeout(timeout),
             limits=httpx.Limits(max_connections=max_connections),
             transport=transport,
@@ -207,21 +205,12 @@ def _timeout(seconds: float) -> httpx.Timeout:
     return httpx.Timeout(seconds, pool=None)
 
 
-def _headers(
-    api_key: SecretStr | str | None,
-    referer: str | None,
-    title: str | None,
-    extra: Mapping[str, str] | None,
-) -> dict[str, str]:
+def _headers(api_key: SecretStr | str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
     """Build the request headers; the API key goes only into Authorization."""
     headers = {"Accept": "application/json"}
     key = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    if referer:
-        headers["HTTP-Referer"] = referer
-    if title:
-        headers["X-Title"] = title
     headers.update(extra or {})
     return headers
 

@@ -56,6 +56,8 @@ __all__ = [
     "LeaseFactory",
     "LeaseTakenOverError",
     "Progress",
+    "RunBudget",
+    "RunOptions",
     "RunResult",
     "Solver",
     "WritePolicy",
@@ -134,61 +136,78 @@ def model_solver(
     return solve
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run goes: which pairs, how many at once, under which configuration."""
+
+    epochs: int = 1
+    max_concurrency: int = 8
+    sample_range: tuple[int, int] | None = None
+    """The half-open range of sample indexes to run (default: the whole dataset)."""
+    degrade_solver_errors: bool = False
+    """A solver's failure becomes a durable degraded record instead of stopping the run."""
+    write_policy: WritePolicy | None = None
+    chunk_id: str | None = None
+    chunk_index: int | None = None
+    config: RunConfig | None = None
+    """What records carry (default: the benchmark's and model's, no endpoint or generation
+    parameters); durable records of another configuration stop the run before any model call
+    (ConfigChangedError) unless `accept_config_change`."""
+    accept_config_change: bool = False
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """A run's spend limit: no pair starts once the spend of what the store loads, plus this
+    run's, would pass `usd`; while no pair's cost is known, `max_pair_usd` stands in for it.
+    With `shared`, the budget is the run key's, kept with every other writer of it."""
+
+    usd: float
+    max_pair_usd: float | None = None
+    shared: AdmissionFactory | None = None
+
+
 async def run_benchmark(
     benchmark: Benchmark,
     model: str,
     *,
     run_id: str,
     solver: Solver,
-    epochs: int = 1,
     store: ResultStore | None = None,
-    max_concurrency: int = 8,
-    sample_range: tuple[int, int] | None = None,
-    degrade_solver_errors: bool = False,
+    options: RunOptions = RunOptions(),
+    budget: RunBudget | None = None,
     on_progress: Callable[[Progress], None] | None = None,
-    write_policy: WritePolicy | None = None,
-    chunk_id: str | None = None,
-    chunk_index: int | None = None,
     lease: LeaseFactory | None = None,
-    config: RunConfig | None = None,
-    accept_config_change: bool = False,
-    budget_usd: float | None = None,
-    max_pair_usd: float | None = None,
-    shared_budget: AdmissionFactory | None = None,
     draining: asyncio.Event | None = None,
 ) -> RunResult:
     """Run every (sample, epoch) of the range not already durable; return the run's result.
 
     With `lease`, the run holds a lease on its samples of the run key from before it reads
     the log until it returns, so no other leased run of an overlapping range pays for them.
-    Records carry `config` (default: the benchmark's and model's, no endpoint or generation
-    parameters); durable records of another configuration stop the run before any model
-    call (ConfigChangedError) unless `accept_config_change`. With `budget_usd`, no pair
-    starts once the spend of what the store loads, plus this run's, would pass it; while no
-    pair's cost is known, `max_pair_usd` stands in for it. With `shared_budget` too, the
-    budget is the run key's, kept with every other writer of it (see _shared_budget). Once
+    `options` say which pairs run and how (`RunOptions`), `budget` what they may spend. Once
     `draining` is set no pair starts: those in flight finish and are written, and the run
     returns with the rest unstarted (their answers are not paid for and then thrown away).
     """
+    epochs, max_concurrency = options.epochs, options.max_concurrency
     if epochs < 1 or max_concurrency < 1:
         raise ValueError("epochs and max_concurrency must be >= 1")
     dataset = benchmark.samples()
-    samples = select(dataset, sample_range, benchmark.name)
+    samples = select(dataset, options.sample_range, benchmark.name)
     run = RunIdentity(
         RunKey(run_id, benchmark.name, model),
         epochs,
         len(dataset),
-        chunk_id,
-        chunk_index,
-        config or run_config(benchmark, model),
+        options.chunk_id,
+        options.chunk_index,
+        options.config or run_config(benchmark, model),
     )
     execution = _Execution(
         benchmark,
         run,
         solver,
         store=store or NoopResultStore(),
-        policy=write_policy or WritePolicy(),
-        degrade_solver_errors=degrade_solver_errors,
+        policy=options.write_policy or WritePolicy(),
+        degrade_solver_errors=options.degrade_solver_errors,
         on_progress=on_progress,
     )
     execution.draining = draining
@@ -196,10 +215,11 @@ async def run_benchmark(
         execution.held = held
         execution.holding = holding(held)
         try:
-            resume = await execution.resume({s.index for s in samples}, accept_config_change)
-            if budget_usd is not None:
+            indexes = {s.index for s in samples}
+            resume = await execution.resume(indexes, options.accept_config_change)
+            if budget is not None:
                 await execution.open_budget(
-                    stack, budget_usd, max_concurrency, max_pair_usd, shared_budget
+                    stack, budget.usd, max_concurrency, budget.max_pair_usd, budget.shared
                 )
             return await execution.run(samples, resume, max_concurrency)
         except asyncio.CancelledError:

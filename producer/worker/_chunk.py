@@ -15,7 +15,7 @@ from resultlog.producer._config import run_config
 from resultlog.producer._shared_budget import shared_budget
 from resultlog.producer.lease import claim_lease
 from resultlog.producer.model_client import ModelClient
-from resultlog.producer.runner import RunResult, model_solver, run_benchmark
+from resultlog.producer.runner import RunBudget, RunOptions, RunResult, model_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
 from resultlog.producer.worker._plan import task_benchmark
 from resultlog.schemas import ChunkTask, RunKey, SampleResult
@@ -138,27 +138,33 @@ class ChunkRunner:
             task.model,
             run_id=task.run_id,
             solver=solver,
-            epochs=task.epochs,
             store=_ChunkStore(self._kafka, self._store, task),
-            max_concurrency=self._concurrency,
-            sample_range=task.sample_range,
-            degrade_solver_errors=task.degrade_solver_errors,
-            chunk_id=task.chunk_id,
-            chunk_index=task.chunk_index,
-            # Like `run`: no other writer of these samples (a `run`, an overlapping chunk of
-            # another submit, a stalled owner of this chunk) pays for them beside us.
-            lease=functools.partial(claim_lease, self._kafka),
-            config=run_config(
-                benchmark,
-                task.model,
-                base_url=task.base_url,
-                temperature=task.temperature,
-                max_tokens=task.max_tokens,
+            options=RunOptions(
+                epochs=task.epochs,
+                max_concurrency=self._concurrency,
+                sample_range=task.sample_range,
+                degrade_solver_errors=task.degrade_solver_errors,
+                chunk_id=task.chunk_id,
+                chunk_index=task.chunk_index,
+                config=run_config(
+                    benchmark,
+                    task.model,
+                    base_url=task.base_url,
+                    temperature=task.temperature,
+                    max_tokens=task.max_tokens,
+                ),
             ),
             # One budget for the run key, whatever its chunks, workers and submissions: the
             # spend ledger on Kafka, not a share per chunk.
-            budget_usd=task.budget_usd,
-            shared_budget=shared_budget(self._kafka, max_pair_usd=task.max_pair_usd),
+            budget=None
+            if task.budget_usd is None
+            else RunBudget(
+                task.budget_usd,
+                shared=shared_budget(self._kafka, max_pair_usd=task.max_pair_usd),
+            ),
+            # Like `run`: no other writer of these samples (a `run`, an overlapping chunk of
+            # another submit, a stalled owner of this chunk) pays for them beside us.
+            lease=functools.partial(claim_lease, self._kafka),
             draining=draining,
         )
 

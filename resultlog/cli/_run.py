@@ -322,6 +322,8 @@ async def _run_to_end(
     from resultlog.producer import (
         KafkaResultStore,
         ModelClient,
+        RunBudget,
+        RunOptions,
         UnansweredError,
         claim_lease,
         model_solver,
@@ -349,17 +351,20 @@ async def _run_to_end(
                         temperature=args.temperature,
                         max_tokens=args.max_tokens,
                     ),
-                    epochs=args.epochs,
                     store=store,
-                    max_concurrency=args.concurrency,
-                    sample_range=args.sample_range,
-                    degrade_solver_errors=args.degrade_solver_errors,
+                    options=RunOptions(
+                        epochs=args.epochs,
+                        max_concurrency=args.concurrency,
+                        sample_range=args.sample_range,
+                        degrade_solver_errors=args.degrade_solver_errors,
+                        config=config_of(args, benchmark),
+                        accept_config_change=args.accept_config_change,
+                    ),
+                    budget=None
+                    if args.budget_usd is None
+                    else RunBudget(args.budget_usd, args.max_pair_usd),
                     on_progress=bar.update,
                     lease=functools.partial(claim_lease, kafka),
-                    config=config_of(args, benchmark),
-                    accept_config_change=args.accept_config_change,
-                    budget_usd=args.budget_usd,
-                    max_pair_usd=args.max_pair_usd,
                 )
     except UnansweredError as exc:
         endpoint = args.base_url or "the offline model"

@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 from resultlog.consumers import KeyHistory
 from resultlog.kafka import KafkaConnection
 from resultlog.producer import StaticBenchmark, arith, run_benchmark
-from resultlog.producer.runner import RunResult, WritePolicy
+from resultlog.producer.runner import RunOptions, RunResult, WritePolicy
 from resultlog.producer.store import KafkaResultStore
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
@@ -52,9 +52,8 @@ async def run(store: KafkaResultStore, run_id: str, model: ScriptedModel) -> Run
             MODEL,
             run_id=run_id,
             solver=model.solver,
-            epochs=EPOCHS,
             store=store,
-            write_policy=FAST,
+            options=RunOptions(epochs=EPOCHS, write_policy=FAST),
         )
     finally:
         await store.close()

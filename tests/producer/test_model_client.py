@@ -289,8 +289,8 @@ async def test_headers_carry_the_key_and_openrouter_attribution() -> None:
         "https://openrouter.example/api/v1/",
         SecretStr("sk-or-secret"),
         transport=transport,
-        http_referer="https://resultlog.dev",
-        title="resultlog",
+        # OpenRouter's attribution is two headers of its own.
+        headers={"HTTP-Referer": "https://resultlog.dev", "X-Title": "resultlog"},
     ) as client:
         await client.complete(ask(), model="openai/gpt-4o")
     (request,) = seen

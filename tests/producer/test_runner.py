@@ -16,7 +16,7 @@ from resultlog.producer.datasets import Benchmark, Sample, StaticBenchmark, arit
 from resultlog.producer.errors import PersistenceError, SolverError
 from resultlog.producer.model_client import Completion, ModelClient
 from resultlog.producer.offline import Behavior, ModelServer
-from resultlog.producer.runner import Progress, RunResult, run_benchmark
+from resultlog.producer.runner import Progress, RunOptions, RunResult, run_benchmark
 from resultlog.producer.store import KafkaResultStore, NoopResultStore
 from resultlog.schemas import RunKey, SampleResult, ScoreValue, encode_key
 from resultlog.settings import Settings
@@ -294,7 +294,12 @@ async def test_solver_errors_degrade_only_when_asked(kafka_store: KafkaResultSto
     with pytest.raises(SolverError, match="tool crashed"):
         await run_benchmark(bench, MODEL, run_id="r7", solver=broken, store=kafka_store)
     result = await run_benchmark(
-        bench, MODEL, run_id="r7", solver=broken, store=kafka_store, degrade_solver_errors=True
+        bench,
+        MODEL,
+        run_id="r7",
+        solver=broken,
+        store=kafka_store,
+        options=RunOptions(degrade_solver_errors=True),
     )
     assert all(r.degraded and r.score.value is ScoreValue.S for r in result.records)
     assert result.summary.skipped_questions == 2

@@ -17,7 +17,7 @@ from resultlog.producer import (
     model_solver,
     run_benchmark,
 )
-from resultlog.producer.runner import WritePolicy
+from resultlog.producer.runner import RunOptions, WritePolicy
 from resultlog.settings import Settings
 
 MODEL = "offline/gpt-4o"
@@ -45,13 +45,15 @@ async def run_with(
         model,
         run_id=run_id,
         solver=model_solver(client, model),
-        epochs=epochs,
         store=store,
-        max_concurrency=max_concurrency,
-        sample_range=sample_range,
-        degrade_solver_errors=degrade_solver_errors,
+        options=RunOptions(
+            epochs=epochs,
+            max_concurrency=max_concurrency,
+            sample_range=sample_range,
+            degrade_solver_errors=degrade_solver_errors,
+            write_policy=write_policy,
+        ),
         on_progress=on_progress,
-        write_policy=write_policy,
         draining=draining,
     )
 
