@@ -142,7 +142,7 @@ class SharedBudget:
 
 
 def shared_budget(kafka: KafkaConnection, *, max_pair_usd: float | None = None) -> AdmissionFactory:
-    """The factory of a run key's shared budget, for `run_benchmark(shared_budget=...)`."""
+    """The factory of a run key's shared budget, for `RunBudget(shared=...)`."""
 
     @contextlib.asynccontextmanager
     async def opened(run_key: RunKey, limit_usd: float, probe: int) -> AsyncIterator[SharedBudget]:
