@@ -23,6 +23,8 @@ Pair = tuple[str, int]  # (sample_id, epoch)
 Summary = dict[str, Any]
 # Fields that say when and by whom a summary was made, not what it says.
 _FRESHNESS = ("as_of", "stale")
+# What a purged run's summary is shown with when it is served all the same.
+_SHOWN = ("records", "degraded_records", "correct_answers", "spent_cost", "out_of_shape")
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,9 @@ def served_violation(
         return None
     where = f"{served.instance} served {served.run_id} at p{served.partition}@{served.offset}"
     if replayed is None and purged_before is not None and served.offset >= purged_before:
-        return Violation("purged run served", f"{where} (purged up to {purged_before})", at_s)
+        shown = ", ".join(f"{k} {served.summary.get(k)!r}" for k in _SHOWN if k in served.summary)
+        detail = f"{where} (purged up to {purged_before}): {shown}"
+        return Violation("purged run served", detail, at_s)
     return Violation("served != replay", f"{where}: {'; '.join(diff)}", at_s)
 
 

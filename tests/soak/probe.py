@@ -39,18 +39,19 @@ class Plant:
         planted = Served(first.instance, first.run_id, wrong, first.partition, first.offset)
         return [planted, *found[1:]]
 
-    def asks(self, asks: list[Ask], durable: Callable[[Ask], bool]) -> list[Ask]:
-        """The request log with one durable pair's request repeated (once it has one)."""
+    def asks(self, asks: list[Ask], eligible: Callable[[Ask], bool]) -> list[Ask]:
+        """The request log with the first eligible request written twice (a line repeated
+        in place, so by the same attempt), once there is one."""
         if not self.enabled:
             return asks
         if self._ask is None:
-            done = [ask for ask in asks if durable(ask)]
-            if not done:
+            found = [ask for ask in asks if eligible(ask)]
+            if not found:
                 return asks
             self.planted.add("asks")
-            copy = done[0]
-            self._ask = Ask(asks[-1].line + 1, copy.model, copy.sample_id, copy.epoch)
-        return [*asks, self._ask]
+            self._ask = found[0]
+        at = asks.index(self._ask) + 1
+        return [*asks[:at], self._ask, *asks[at:]]
 
 
 class Probe:
@@ -97,14 +98,10 @@ class Probe:
         attempts = self._workload.attempts()
         asks = self._requests.asks()
 
-        def durable(ask: Ask) -> bool:
-            runs = attempts.get(ask.model, [])
-            return any(
-                a.durable_after is not None and (ask.sample_id, ask.epoch) in a.durable_after
-                for a in runs
-            )
+        def eligible(ask: Ask) -> bool:  # a request of ours that no rule excuses twice
+            return ask.model in attempts and not self._degraded(ask.sample_id, ask.epoch)
 
-        asks = self._plant.asks(asks, durable)
+        asks = self._plant.asks(asks, eligible)
         return repeated_asks(asks, attempts, self._degraded, self._clock())
 
     def _served(self) -> list[Served]:

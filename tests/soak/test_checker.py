@@ -44,6 +44,7 @@ def test_a_wrong_field_is_named_with_both_values() -> None:
 def test_a_run_served_past_its_purge_is_a_purged_run_served() -> None:
     found = served_violation(_served(SUMMARY, offset=50), None, purged_before=45, at_s=0)
     assert found is not None and found.kind == "purged run served"
+    assert found.detail.endswith("(purged up to 45): records 10, correct_answers 9")
 
 
 def test_a_run_served_before_its_purge_reached_the_instance_is_judged_by_replay() -> None:
@@ -97,8 +98,15 @@ def test_the_plant_makes_one_wrong_summary_and_one_repeat() -> None:
     assert served[0].summary["correct_answers"] == 10 and served[1].summary == SUMMARY
     assert plant.served([_served(SUMMARY)])[0].summary == SUMMARY  # planted once
     asks = _asks((0, "s1", 0), (1, "s2", 0))
-    planted = plant.asks(asks, lambda ask: ask.sample_id == "s1")
-    assert planted[-1] == Ask(2, "m", "s1", 0) and planted[:2] == asks
+    planted = plant.asks(asks, lambda ask: ask.sample_id == "s2")
+    assert planted == [*asks, asks[1]]
+    assert plant.asks([*asks, Ask(2, "m", "s3", 0)], lambda ask: True) == [
+        *asks,
+        asks[1],
+        Ask(2, "m", "s3", 0),
+    ]
+    found = repeated_asks(planted, {"m": [Attempt("m", 0, log_start=0)]}, _never, 0)
+    assert [v.kind for v in found] == ["pair asked twice"]
     assert Plant(enabled=False).asks(asks, lambda ask: True) == asks
 
 

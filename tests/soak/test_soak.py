@@ -34,7 +34,7 @@ def _soak(tmp_path: Path, seconds: int, seed: int, **extra: str) -> tuple[int, l
 
 
 def test_a_planted_soak_reports_both_plants_and_exits_1(tmp_path: Path) -> None:
-    code, lines = _soak(tmp_path, 45, seed=11, SOAK_PLANT="1")
+    code, lines = _soak(tmp_path, 30, seed=11, SOAK_PLANT="1")
     closing = CLOSING.fullmatch(lines[-1])
     assert closing is not None, lines[-20:]
     assert code == 1 and int(closing[3]) >= 2, lines[-20:]
@@ -46,7 +46,7 @@ def test_a_planted_soak_reports_both_plants_and_exits_1(tmp_path: Path) -> None:
 
 
 def test_a_short_soak_ends_with_its_closing_line(tmp_path: Path) -> None:
-    code, lines = _soak(tmp_path, 40, seed=5)
+    code, lines = _soak(tmp_path, 30, seed=5)
     closing = CLOSING.fullmatch(lines[-1])
     assert closing is not None, lines[-20:]
     faults, checks, violations = (int(group) for group in closing.groups())

@@ -8,16 +8,17 @@ import json
 import random
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from resultlog.consumers import read_run_records, replay_run
 from resultlog.kafka import KafkaConnection
-from resultlog.schemas import RunKey, partition_for
+from resultlog.schemas import ResultLogError, RunKey, partition_for
 from tests.soak.checker import Attempt, Violation, worker_violation
 from tests.soak.cluster import PARTITIONS, Proc
 from tests.soak.history import RequestLog
@@ -31,6 +32,8 @@ _PURGE_TIMEOUT_S = 90.0
 # A killed worker's last requests may still be on their way into the model server's log:
 # its run is resumed only after this, so the next attempt's lines begin after them.
 _RESUME_AFTER_S = 3.0
+_READ_FOR_S = 60.0
+T = TypeVar("T")
 
 
 @dataclass
@@ -45,6 +48,7 @@ class Run:
     generation: int = 0
     attempts: list[Attempt] = field(default_factory=list)
     purged_end: int | None = None  # the partition's end once its last purge was durable
+    # (None: never purged, or that end could not be read)
     records: int = 0  # records of its last successful attempt's summary
     ended_at: float = 0.0  # when its last attempt ended (soak clock)
 
@@ -161,7 +165,10 @@ class Workload:
             del self.workers[run.run_id]
 
     def _check_printed(self, run: Run, printed: dict[str, Any]) -> None:
-        replayed = replay_run(self._kafka, run.key).summaries.get(run.key)
+        result = self._read(f"replay {run.run_id}", lambda: replay_run(self._kafka, run.key))
+        if result is None:
+            return
+        replayed = result.summaries.get(run.key)
         expected = None
         if replayed is not None and replayed.records:
             expected = replayed.model_dump(mode="json")
@@ -170,10 +177,30 @@ class Workload:
         if found is not None:
             self._report(found)
 
-    def _durable(self, run: Run) -> frozenset[tuple[str, int]]:
-        """The pairs whose latest record is complete (a resume must not ask them again)."""
-        records = read_run_records(self._kafka, run.key).records
-        return frozenset((r.sample_id, r.epoch) for r in records if not r.degraded)
+    def _durable(self, run: Run) -> frozenset[tuple[str, int]] | None:
+        """The pairs whose latest record is complete (a resume must not ask them again);
+        None when the log could not be read (then no repeat across this end is judged)."""
+        found = self._read(
+            f"records of {run.run_id}", lambda: read_run_records(self._kafka, run.key)
+        )
+        if found is None:
+            return None
+        return frozenset((r.sample_id, r.epoch) for r in found.records if not r.degraded)
+
+    def _read(self, what: str, read: Callable[[], T]) -> T | None:
+        """A read of the log, tried again while a broker restarts (a leader's high watermark
+        not caught up yet); None, said as an incident, when it never succeeds."""
+        deadline = time.monotonic() + _READ_FOR_S
+        while True:
+            try:
+                return read()
+            except (ResultLogError, KafkaException) as exc:
+                if time.monotonic() > deadline:
+                    line = f"[{self._clock():7.1f}s] could not read {what}: {exc}"
+                    self.incidents.append(line)
+                    print(f"soak: incident {line}", flush=True)
+                    return None
+                time.sleep(2.0)
 
     # -- what the nemesis does to workers ----------------------------------------------------
 
@@ -206,7 +233,7 @@ class Workload:
                 run.state = "finished"
             last = (done.stderr.strip().splitlines() or ["(nothing said)"])[-1]
             return False, f"purge of {run.run_id} exited {done.returncode}: {last}"
-        end = self._end_of(run.partition)
+        end = self._read(f"the end of p{run.partition}", lambda: self._end_of(run.partition))
         with self.lock:
             run.purged_end, run.state = end, "purged"
             run.generation += 1
