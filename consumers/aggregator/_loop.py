@@ -23,10 +23,8 @@ from resultlog.consumers.aggregator._ingest_step import IngestStep
 from resultlog.consumers.aggregator._kafka import delete_retention_ms
 from resultlog.consumers.aggregator._layout import LayoutWatch
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator._opener import StoreOpener
 from resultlog.consumers.aggregator._partitions import Partitions
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
-from resultlog.consumers.aggregator._restorer import Restorer
 from resultlog.consumers.aggregator._state import AggregatorState, Shared
 from resultlog.consumers.aggregator.participants import (
     DeadLetters,
@@ -40,6 +38,7 @@ from resultlog.consumers.aggregator.participants import (
     summary_publisher,
 )
 from resultlog.consumers.aggregator.standby import StandbyKeeper
+from resultlog.consumers.aggregator.store import Restorer, StoreOpener
 from resultlog.kafka import KafkaConnection
 
 __all__ = ["ConsumerLoop"]

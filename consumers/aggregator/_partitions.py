@@ -14,7 +14,6 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._layout import check_layout
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator._restorer import Restore, Restorer
 from resultlog.consumers.aggregator._state import Shared
 from resultlog.consumers.aggregator.participants import (
     Adoption,
@@ -23,6 +22,7 @@ from resultlog.consumers.aggregator.participants import (
     Why,
     positions,
 )
+from resultlog.consumers.aggregator.store import Restore, Restorer
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaConnection
 

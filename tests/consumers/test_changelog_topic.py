@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from resultlog.consumers.aggregator import _changelog
-from resultlog.consumers.aggregator._changelog import KafkaChangelog
-from resultlog.consumers.aggregator.store import MARKER_KEY
+from resultlog.consumers.aggregator.store import MARKER_KEY, KafkaChangelog, _changelog
 from resultlog.kafka import KafkaConnection
 
 

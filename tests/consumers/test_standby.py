@@ -15,11 +15,15 @@ import pytest
 from rocksdict import AccessType, Options, Rdict
 
 from resultlog.consumers.aggregator import Aggregator
-from resultlog.consumers.aggregator._changelog import KafkaChangelog
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator._opener import StoreOpener
 from resultlog.consumers.aggregator.standby._copy import Released, WarmCopy
-from resultlog.consumers.aggregator.store import LogIdentity, open_store, partition_path
+from resultlog.consumers.aggregator.store import (
+    KafkaChangelog,
+    LogIdentity,
+    StoreOpener,
+    open_store,
+    partition_path,
+)
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings

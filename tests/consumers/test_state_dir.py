@@ -12,8 +12,8 @@ import pytest
 
 from resultlog.consumers import RunFold
 from resultlog.consumers.aggregator import Aggregator
-from resultlog.consumers.aggregator._opener import StoreOpener
 from resultlog.consumers.aggregator._state import AggregatorState
+from resultlog.consumers.aggregator.store import StoreOpener
 from resultlog.consumers.aggregator.web._html import runs_part
 from resultlog.consumers.aggregator.web._source import summary_json
 from resultlog.schemas import RecordId, RunKey, SampleResult, partition_for

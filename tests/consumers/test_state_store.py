@@ -80,7 +80,7 @@ def test_an_unflushed_tail_is_not_restored(tmp_path: Path) -> None:
     opened.store.flush(1)
     for record in records[1:]:
         fold.apply(record)  # never flushed: lost with the process
-    opened.store._db.close()  # as a SIGKILL would leave it, without the pending writes
+    opened.store._disk.db.close()  # as a SIGKILL would leave it, without the pending writes
     OPEN_PATHS.discard(opened.store.path)  # and with it the process that had it open
     again = _open(tmp_path, 4, 100)
     assert again.next_offset == 1

@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resultlog.consumers import RunFold
-from resultlog.consumers.aggregator._changelog import KafkaChangelog
 from resultlog.consumers.aggregator.store import (
     MARKER_KEY,
     ChangelogError,
     ChangelogRecord,
     Entries,
+    KafkaChangelog,
     LogIdentity,
     Opened,
     PartitionStore,
@@ -120,7 +120,7 @@ def _open(root: Path, end: int, cache_keys: int, changelog: ListChangelog) -> Op
 
 def _killed(store: PartitionStore) -> None:
     """The process holding the store is gone, its unflushed writes with it."""
-    store._db.close()
+    store._disk.db.close()
     OPEN_PATHS.discard(store.path)
 
 
@@ -412,7 +412,7 @@ def _restore_then_die(root: Path, records: list[ChangelogRecord], after: int) ->
     changelog.records, changelog.end = records, records[-1].offset + 1
     store = _open(root, 6, 100, changelog).store
     start = store.changelog_offset if store.covers is not None else 0
-    store._db = _Dying(store._db, after)  # type: ignore[assignment]  # a stand-in
+    store._disk.db = _Dying(store._disk.db, after)  # type: ignore[assignment]  # a stand-in
     with mock.patch("resultlog.consumers.aggregator.store._restore._BATCH", 2):
         restore_changelog(store, changelog.read, (start, changelog.end), IDENTITY)
     store.close()

@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from resultlog.consumers.aggregator._changelog import KafkaChangelog
 from resultlog.consumers.aggregator.store import (
+    KafkaChangelog,
     LogIdentity,
     PartitionStore,
     Refused,

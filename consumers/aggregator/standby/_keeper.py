@@ -18,17 +18,18 @@ from typing import TypeVar
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
-from resultlog.consumers.aggregator._changelog import KafkaChangelog
 from resultlog.consumers.aggregator._health import StandbyHealth
 from resultlog.consumers.aggregator._kafka import delete_retention_ms, watermarks
 from resultlog.consumers.aggregator.standby._copy import Released, WarmCopy
 from resultlog.consumers.aggregator.standby._placement import describe_group, standby_partitions
 from resultlog.consumers.aggregator.store import (
+    KafkaChangelog,
     LogIdentity,
     PartitionStore,
     Refused,
+    StoreSpace,
     destroy,
-    open_store,
+    trust,
 )
 from resultlog.kafka import KafkaConnection
 
@@ -249,18 +250,16 @@ class StandbyKeeper:
         cluster_id, topic_id = self._kafka.topic_identity(self._topic)  # it may be another now
         identity = LogIdentity(cluster_id, self._topic, topic_id, clients.identity.partitions)
         clients.identity = identity
-        found = open_store(
-            self._root, identity, partition, watermarks(clients.reader, self._topic, partition),
-            max_age_ms=clients.max_age_ms, cache_keys=1, memory_bytes=self._memory_bytes,
-        )  # fmt: skip
-        store, meta = found.store, found.meta
+        space = StoreSpace(self._root, clients.max_age_ms, 1, self._memory_bytes)
+        bounds = watermarks(clients.reader, self._topic, partition)
+        trusted = trust(space, identity, partition, bounds, clients.changelog, active=False)
+        store = trusted.opened.store
         if store.scratch:  # this process still held it (an active store closing): not now
             store.close()
             raise Released(f"{store.path} is in use")
-        low, high = clients.changelog.bounds(partition)
-        if meta is not None and not meta.backed_by(clients.changelog.topic_id, low, high):
-            store, meta = destroy(store, 1, self._memory_bytes), None
-        return store, low if meta is None else meta.changelog_offset, high
+        assert trusted.span is not None  # a standby's changelog failure is raised
+        start, end = trusted.span
+        return store, start, end
 
     def _tail(self, clients: _Clients, copy: WarmCopy) -> bool:
         """Read on a copy's changelog; whether more is there to read at once."""

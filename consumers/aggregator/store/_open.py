@@ -22,13 +22,9 @@ from resultlog.consumers.aggregator.store._files import (
     remove_dead_scratch,
     scratch_path,
 )
-from resultlog.consumers.aggregator.store._store import (
-    DEFAULT_MEMORY,
-    LogIdentity,
-    PartitionStore,
-    StoreMeta,
-    db_options,
-)
+from resultlog.consumers.aggregator.store._meta import LogIdentity, StoreMeta
+from resultlog.consumers.aggregator.store._records import Changelog
+from resultlog.consumers.aggregator.store._store import DEFAULT_MEMORY, PartitionStore, db_options
 from resultlog.consumers.fold import RunFold
 from resultlog.schemas import RunKey
 
@@ -74,11 +70,14 @@ def open_store(
     max_age_ms: int,
     cache_keys: int,
     memory_bytes: int = DEFAULT_MEMORY,
+    saves_as: LogIdentity | None = None,
+    changelog: Changelog | None = None,
 ) -> Opened:
     """The partition's store, with its folds if they can be trusted (emptied otherwise; a
-    store whose restore from the changelog began is kept, without folds, to finish it)."""
+    store whose restore from the changelog began is kept, without folds, to finish it); its
+    flushes saved as `saves_as` (None: never as restorable) through `changelog`."""
     path = partition_path(root, identity.topic, partition)
-    store = _open(path, partition, cache_keys, memory_bytes)
+    store = _open(path, partition, cache_keys, memory_bytes, (saves_as, changelog))
     try:
         meta = store.meta()
         if meta is not None and meta.restoring and foreign(meta, identity, partition) is None:
@@ -97,10 +96,11 @@ def open_store(
 def destroy(
     store: PartitionStore, cache_keys: int, memory_bytes: int = DEFAULT_MEMORY
 ) -> PartitionStore:
-    """Close and delete a store; the empty store opened in its place."""
+    """Close and delete a store; the empty store opened in its place, saved as it was."""
     store.close()
     Rdict.destroy(str(store.path), db_options())
-    return _open(store.path, store.partition, cache_keys, memory_bytes)
+    binding = (store.identity, store.changelog)
+    return _open(store.path, store.partition, cache_keys, memory_bytes, binding)
 
 
 def foreign(meta: StoreMeta, identity: LogIdentity, partition: int) -> Refused | None:
@@ -148,8 +148,16 @@ def check_meta(
     return None
 
 
-def _open(path: Path, partition: int, cache_keys: int, memory_bytes: int) -> PartitionStore:
-    """Open (creating) the database; a private copy if another process holds it too long."""
+def _open(
+    path: Path,
+    partition: int,
+    cache_keys: int,
+    memory_bytes: int,
+    binding: tuple[LogIdentity | None, Changelog | None],
+) -> PartitionStore:
+    """Open (creating) the database, its flushes saved as `binding` says (identity,
+    changelog); a private copy if another process holds it too long."""
+    identity, changelog = binding
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_dead_scratch(path)
     deadline = time.monotonic() + _LOCK_WAIT_S
@@ -160,15 +168,18 @@ def _open(path: Path, partition: int, cache_keys: int, memory_bytes: int) -> Par
         if not held_elsewhere(path):
             try:
                 db = Rdict(str(path), db_options(memory_bytes))
-                return PartitionStore(db, path, partition, cache_keys)
+                return PartitionStore(
+                    db, path, partition, cache_keys, identity=identity, changelog=changelog
+                )
             except Exception as exc:  # rocksdict raises plain Exceptions: a held lock too
                 if "lock" not in str(exc).lower():
                     raise StoreFormatError(f"cannot open the state store {path}: {exc}") from exc
         if time.monotonic() >= deadline:
             private = scratch_path(path)
             log.warning("%s is in use by another process; folding into %s", path, private)
+            db = Rdict(str(private), db_options(memory_bytes))
             store = PartitionStore(
-                Rdict(str(private), db_options(memory_bytes)), private, partition, cache_keys
+                db, private, partition, cache_keys, identity=identity, changelog=changelog
             )
             store.scratch = True
             return store

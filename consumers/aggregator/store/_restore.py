@@ -9,11 +9,6 @@ import gc
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
-from resultlog.consumers.aggregator.store._changelog import (
-    ChangelogRecord,
-    Entries,
-    find_tail,
-)
 from resultlog.consumers.aggregator.store._codec import (
     LATEST,
     SAMPLES,
@@ -21,8 +16,10 @@ from resultlog.consumers.aggregator.store._codec import (
     StoreFormatError,
     decode_totals,
 )
+from resultlog.consumers.aggregator.store._meta import LogIdentity, StoreMeta
 from resultlog.consumers.aggregator.store._open import Refused, foreign
-from resultlog.consumers.aggregator.store._store import LogIdentity, PartitionStore, StoreMeta
+from resultlog.consumers.aggregator.store._records import ChangelogRecord, Entries, find_tail
+from resultlog.consumers.aggregator.store._store import PartitionStore
 
 __all__ = ["Read", "ReadEntries", "restore_changelog"]
 

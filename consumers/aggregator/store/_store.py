@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,18 +37,11 @@ from rocksdict import (
     WriteOptions,
 )
 
-from resultlog.consumers.aggregator.store._changelog import (
-    Changelog,
-    ChangelogError,
-    Entries,
-    Sending,
-)
 from resultlog.consumers.aggregator.store._codec import (
     LATEST,
     META,
     SAMPLES,
     TOTALS,
-    StoreFormatError,
     decode_totals,
     encode_totals,
     run_of_totals,
@@ -59,13 +50,19 @@ from resultlog.consumers.aggregator.store._codec import (
 )
 from resultlog.consumers.aggregator.store._files import OPEN_PATHS
 from resultlog.consumers.aggregator.store._maps import LatestMap, SampleMap, StoreMap
+from resultlog.consumers.aggregator.store._meta import FORMAT, FlushPhase, LogIdentity, StoreMeta
+from resultlog.consumers.aggregator.store._records import (
+    Changelog,
+    ChangelogError,
+    Entries,
+    Sending,
+)
 from resultlog.consumers.fold import Contribution, FoldState, RunFold
 from resultlog.schemas import RunKey
 
-__all__ = ["DEFAULT_MEMORY", "FORMAT", "LogIdentity", "PartitionStore", "StoreMeta"]
+__all__ = ["DEFAULT_MEMORY", "PartitionStore", "db_options"]
 
 log = logging.getLogger(__name__)
-FORMAT = 3  # 3: the meta names the changelog offset the store holds
 _M = TypeVar("_M", LatestMap, SampleMap)
 _FLUSH_KEYS = 4096  # changed keys that make a flush due
 # While the flush before is unacknowledged the next one waits (the thread folds on) up to
@@ -78,55 +75,6 @@ _PERSIST_S = 60.0
 # The writes of a store a changelog backs: the changelog is their log (Kafka Streams' choice).
 _UNLOGGED = WriteOptions()
 _UNLOGGED.disable_wal = True  # type: ignore[method-assign,assignment]  # a property: the stub errs
-
-
-@dataclass(frozen=True)
-class LogIdentity:
-    """The exact log a piece of state comes from: cluster, topic (by id), partition count."""
-
-    cluster_id: str
-    topic: str
-    topic_id: str
-    partitions: int
-
-
-@dataclass(frozen=True)
-class StoreMeta:
-    """What a store says it holds: whose partition, up to which results offset, written when,
-    and up to which changelog offset (`restoring`: a restore from the changelog began and must
-    be finished before the data is used). A changelog's flush markers carry one too."""
-
-    format: int
-    identity: LogIdentity
-    partition: int
-    next_offset: int
-    written_at_ms: int
-    changelog_offset: int = 0
-    changelog_id: str = ""  # the changelog topic's ID: offsets of another one mean nothing
-    restoring: bool = False
-    runs: int = -1  # runs with totals in the store (-1: not counted): a restore checks it
-
-    def backed_by(self, changelog_id: str, low: int, high: int) -> bool:
-        """Whether the changelog of that ID, its offsets now [low, high], holds what this
-        store holds from its changelog offset on."""
-        return self.changelog_id == changelog_id and low <= self.changelog_offset <= high
-
-    def encode(self) -> bytes:
-        """The meta entry's bytes."""
-        return json.dumps(asdict(self), sort_keys=True).encode()
-
-    @classmethod
-    def decode(cls, raw: bytes) -> StoreMeta:
-        """The meta entry; StoreFormatError if it is not one this version writes."""
-        try:
-            body = json.loads(raw)
-            identity = LogIdentity(**body.pop("identity"))
-            meta = cls(identity=identity, **body)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise StoreFormatError(f"an undecodable meta entry: {exc!r}") from exc
-        if meta.format != FORMAT:
-            raise StoreFormatError(f"format {meta.format}, this version reads {FORMAT}")
-        return meta
 
 
 DEFAULT_MEMORY = 64 << 20
@@ -161,19 +109,117 @@ def db_options(memory_bytes: int = DEFAULT_MEMORY) -> Options:
     return options
 
 
-class PartitionStore:
-    """The disk-backed per-key state of one results partition's runs."""
+class _Disk:
+    """The store's RocksDB database and how its writes reach the disk: a changelog's flushes
+    skip the write-ahead log (`unlogged`), put on disk every _PERSIST_S and before any logged
+    write (a kill keeps a logged write and loses the unlogged ones before it)."""
 
-    def __init__(self, db: Rdict, path: Path, partition: int, cache_keys: int) -> None:
+    def __init__(self, db: Rdict) -> None:
+        self.db = db
+        self.unlogged = False  # writes not in the write-ahead log may be in the memtables
+        self.persisted_at = time.monotonic()  # unlogged writes last sent to disk
+
+    def write(self, entries: Entries, meta: StoreMeta | None, logged: bool) -> None:
+        """Write entries (None: delete) and the meta entry in one batch (`logged`: to the
+        write-ahead log too, so that a kill keeps it)."""
+        batch = WriteBatch(raw_mode=True)
+        put, delete = batch.put, batch.delete
+        for key, value in entries:
+            if value is None:
+                delete(key)
+            else:
+                put(key, value)
+        if meta is not None:
+            batch.put(META, meta.encode())
+        if not logged:
+            self.db.write(batch, _UNLOGGED)
+            self.unlogged = True
+            now = time.monotonic()
+            if now - self.persisted_at >= _PERSIST_S:
+                self.db.flush(wait=False)  # in the background: memtables to table files
+                self.persisted_at = now
+            return
+        if self.unlogged:
+            # A kill would keep a logged write and lose the unlogged ones before it (memtables
+            # are lost, the log replayed): they reach the disk first.
+            self.db.flush(wait=True)
+            self.unlogged = False
+        self.db.write(batch)
+
+    def close(self, *, persist: bool) -> None:
+        """Release the database (`persist`: unlogged writes to disk first)."""
+        if self.unlogged and persist:
+            self.db.flush(wait=True)  # what the write-ahead log would otherwise replay
+        self.db.close()
+
+
+class _Outbox:
+    """A store's flushes to its changelog, one in flight at a time, in explicit phases
+    (`FlushPhase`): the flush in flight, a failed one's entries to send again, when the next
+    one is due."""
+
+    def __init__(self, flush_at: int) -> None:
+        self.phase = FlushPhase.IDLE
+        # IN_FLIGHT: the flush the changelog has not acknowledged yet (sending, entries, meta).
+        self.flight: tuple[Sending, Entries, StoreMeta] | None = None
+        self.unsent: Entries = []  # FAILED: its entries, sent again with the next flush
+        self.retry_at = 0.0  # FAILED: no flush due before this
+        self.due_at = flush_at  # pending keys at which `flush_due` asks again
+
+    def sent(self, sending: Sending, entries: Entries, meta: StoreMeta) -> None:
+        """A flush is on its way."""
+        self.phase, self.flight = FlushPhase.IN_FLIGHT, (sending, entries, meta)
+
+    def in_flight(self) -> bool:
+        """Whether a flush waits for its acknowledgement (serving delivery reports)."""
+        return self.flight is not None and not self.flight[0].done()
+
+    def landing(self, wait: bool) -> tuple[Sending, Entries, StoreMeta] | None:
+        """The flush in flight if it can be written now (`wait`: whether heard of or not)."""
+        if self.flight is None or (not wait and not self.flight[0].done()):
+            return None
+        flight, self.flight, self.phase = self.flight, None, FlushPhase.IDLE
+        return flight
+
+    def failed(self, entries: Entries) -> None:
+        """A flush failed: its entries go again with the next, after a pause."""
+        self.phase = FlushPhase.FAILED
+        self.retry_at = time.monotonic() + _RETRY_S
+        self.unsent.extend(entries)
+
+    def merged(self, entries: Entries) -> Entries:
+        """What a failed flush left, then `entries` (newer values replace those)."""
+        if not self.unsent:
+            return entries
+        merged = list(dict([*self.unsent, *entries]).items())
+        self.unsent = []
+        return merged
+
+
+class PartitionStore:
+    """The disk-backed per-key state of one results partition's runs, saved as `identity`'s
+    (None: never saved as restorable) through `changelog` (None: on this machine only)."""
+
+    def __init__(
+        self,
+        db: Rdict,
+        path: Path,
+        partition: int,
+        cache_keys: int,
+        *,
+        identity: LogIdentity | None = None,
+        changelog: Changelog | None = None,
+    ) -> None:
         self.path = path
         self.partition = partition
-        self.identity: LogIdentity | None = None  # what every flush's meta names
-        self._db = db
+        self.identity = identity  # what every flush's meta names
+        self.changelog = changelog  # where each flush's changes go first
+        self._disk = _Disk(db)
         self._limit = max(cache_keys, 1)
         # A flush costs a few microseconds per key, on the consumer thread: many small ones
         # keep each stall short (50,000 keys at once held the thread for 150 ms).
         self._flush_at = min(self._limit, _FLUSH_KEYS)
-        self._due_at = self._flush_at  # pending keys at which `flush_due` asks again
+        self._outbox = _Outbox(self._flush_at)
         self._grown = 0  # keys flushed since memory was last measured
         self._changed: list[StoreMap[Any, Any]] = []  # the maps with unflushed keys
         self.pending = 0  # keys changed since the last flush
@@ -184,22 +230,20 @@ class PartitionStore:
         OPEN_PATHS.add(path)
         self.flushed_at = time.monotonic()
         self.covers: int | None = None  # the offset the meta on disk names
-        self.changelog: Changelog | None = None  # where each flush's changes go first
         self.changelog_offset = 0  # the changelog offset after the last flush held here
         self._repair: set[bytes] = set()  # keys the changelog may hold wrongly: rewritten
-        self._retry_at = 0.0  # a failed changelog write: no flush due before this
-        # The flush the changelog has not acknowledged yet: (its sending, entries, meta).
-        self._sending: tuple[Sending, Entries, StoreMeta] | None = None
-        self._unsent: Entries = []  # a failed flush's entries: sent again with the next
-        self._unlogged = False  # writes not in the write-ahead log may be in the memtables
         self._runs: set[RunKey] = set()  # runs whose totals the store holds (or a flush sends)
-        self._persisted_at = time.monotonic()  # unlogged writes last sent to disk
+
+    @property
+    def phase(self) -> FlushPhase:
+        """Where its flush to the changelog stands."""
+        return self._outbox.phase
 
     # -- what the maps call -----------------------------------------------------------------
 
     def read(self, key: bytes) -> bytes | None:
         """The bytes on disk under `key`."""
-        raw: bytes | None = self._db.get(key)
+        raw: bytes | None = self._disk.db.get(key)
         return raw
 
     def changed(self, mapping: StoreMap[Any, Any]) -> None:
@@ -208,7 +252,7 @@ class PartitionStore:
 
     def items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Every (key, bytes) on disk under `prefix`."""
-        return _prefixed(self._db.iter(), prefix)
+        return _prefixed(self._disk.db.iter(), prefix)
 
     # -- what the aggregator state calls ----------------------------------------------------
 
@@ -233,11 +277,13 @@ class PartitionStore:
         """Whether the pending changes call for a flush at this record boundary: they reached
         the flush size (while the flush before is in flight, only once far more are pending;
         until then it asks again a little later)."""
-        if self.pending < self._due_at or time.monotonic() < self._retry_at:
+        outbox = self._outbox
+        if self.pending < outbox.due_at:
             return False
-        in_flight = self._sending is not None and not self._sending[0].done()
-        if in_flight and self.pending < self._flush_at * _IN_FLIGHT_SLACK:
-            self._due_at = self.pending + max(self._flush_at // 8, 1)  # ask again later
+        if outbox.phase is FlushPhase.FAILED and time.monotonic() < outbox.retry_at:
+            return False
+        if outbox.in_flight() and self.pending < self._flush_at * _IN_FLIGHT_SLACK:
+            outbox.due_at = self.pending + max(self._flush_at // 8, 1)  # ask again later
             return False
         return True
 
@@ -259,7 +305,7 @@ class PartitionStore:
         self._flushes += 1
         entries = self._entries()
         if self.identity is None:
-            self._write(entries, None)
+            self._disk.write(entries, None, True)
             self._sent()
             self._landed()
             return
@@ -275,7 +321,7 @@ class PartitionStore:
             runs=len(self._runs),
         )
         if changelog is None or not (entries or self.covers != next_offset):
-            self._write(entries, meta, logged=changelog is None)
+            self._disk.write(entries, meta, changelog is None)
             self.covers = next_offset
             self._sent()
             self._landed()
@@ -286,7 +332,7 @@ class PartitionStore:
             self._sent()
             self._failed(entries, exc)
             return
-        self._sending = (sending, entries, meta)
+        self._outbox.sent(sending, entries, meta)
         self._sent()
         if wait:
             self.land(wait=True)
@@ -294,55 +340,25 @@ class PartitionStore:
     def land(self, *, wait: bool = False) -> None:
         """Write the flush in flight to disk once the changelog acknowledged it (`wait`:
         waiting for that); a failed one's entries go again with the next flush."""
-        if self._sending is None:
+        flight = self._outbox.landing(wait)
+        if flight is None:
             return
-        sending, entries, meta = self._sending
-        if not wait and not sending.done():
-            return
-        self._sending = None
+        sending, entries, meta = flight
         try:
             offset = sending.wait()
         except ChangelogError as exc:
             self._failed(entries, exc)
             return
         meta = dataclasses.replace(meta, changelog_offset=offset)
-        self._write(entries, meta, logged=False)  # the changelog holds it
+        self._disk.write(entries, meta, False)  # the changelog holds it
         self.covers, self.changelog_offset = meta.next_offset, offset
         self._landed()
 
     def _failed(self, entries: Entries, exc: ChangelogError) -> None:
         """Keep a flush's entries to send again (memory still holds their values)."""
         log.warning("not flushing %s yet: %s", self.path, exc)
-        self._retry_at = time.monotonic() + _RETRY_S
-        self._unsent.extend(entries)
-        self.pending = max(self.pending, len(self._unsent))
-
-    def _write(self, entries: Entries, meta: StoreMeta | None, logged: bool = True) -> None:
-        """Write entries (None: delete) and the meta entry in one batch (`logged`: to the
-        write-ahead log too, so that a kill keeps it)."""
-        batch = WriteBatch(raw_mode=True)
-        put, delete = batch.put, batch.delete
-        for key, value in entries:
-            if value is None:
-                delete(key)
-            else:
-                put(key, value)
-        if meta is not None:
-            batch.put(META, meta.encode())
-        if not logged:
-            self._db.write(batch, _UNLOGGED)
-            self._unlogged = True
-            now = time.monotonic()
-            if now - self._persisted_at >= _PERSIST_S:
-                self._db.flush(wait=False)  # in the background: memtables to table files
-                self._persisted_at = now
-            return
-        if self._unlogged:
-            # A kill would keep a logged write and lose the unlogged ones before it (memtables
-            # are lost, the log replayed): they reach the disk first.
-            self._db.flush(wait=True)
-            self._unlogged = False
-        self._db.write(batch)
+        self._outbox.failed(entries)
+        self.pending = max(self.pending, len(self._outbox.unsent))
 
     def _entries(self) -> Entries:
         """Every pending change as (store key, bytes or None: deleted), a key once: what a
@@ -362,12 +378,11 @@ class PartitionStore:
             else:
                 runs.discard(run_key)
                 entries.append((totals_key(run_key), None))
-        if self._unsent:
-            entries = list(dict([*self._unsent, *entries]).items())
-            self._unsent = []
+        entries = self._outbox.merged(entries)
         if self._repair:
             written = {key for key, _ in entries}
-            entries.extend((k, self._db.get(k)) for k in self._repair if k not in written)
+            db = self._disk.db
+            entries.extend((k, db.get(k)) for k in self._repair if k not in written)
         return entries
 
     def _sent(self) -> None:
@@ -380,7 +395,7 @@ class PartitionStore:
         self._grown += self.pending
         self.pending = 0
         self._unsaved.clear()
-        self._due_at = self._flush_at
+        self._outbox.due_at = self._flush_at
         self.flushed_at = time.monotonic()
 
     def _landed(self) -> None:
@@ -393,13 +408,13 @@ class PartitionStore:
         """Write entries read from the changelog and the meta they bring, in one batch: not
         logged while the meta says `restoring` (a kill loses what was not flushed, and the
         restore restarts from its start), logged once the earlier ones are on disk if not."""
-        self._write(entries, meta, logged=not meta.restoring)
+        self._disk.write(entries, meta, not meta.restoring)
         if not meta.restoring:
             self.covers, self.changelog_offset = meta.next_offset, meta.changelog_offset
 
     def meta(self) -> StoreMeta | None:
         """The meta entry on disk (StoreFormatError if it does not decode)."""
-        raw = self._db.get(META)
+        raw = self._disk.db.get(META)
         return None if raw is None else StoreMeta.decode(raw)
 
     def empty(self) -> bool:
@@ -421,7 +436,7 @@ class PartitionStore:
     ) -> int:
         """Apply the contributions of items[start:] (offset, contribution) to `fold`, one of
         this store's, until the pending changes fill the cache; the index after the last."""
-        index, count, limit = start, len(items), self._due_at
+        index, count, limit = start, len(items), self._outbox.due_at
         while index < count:
             fold.apply(items[index][1])
             index += 1
@@ -431,9 +446,7 @@ class PartitionStore:
 
     def close(self) -> None:
         """Release the database (a scratch copy is removed)."""
-        if self._unlogged and not self.scratch:
-            self._db.flush(wait=True)  # what the write-ahead log would otherwise replay
-        self._db.close()
+        self._disk.close(persist=not self.scratch)
         OPEN_PATHS.discard(self.path)
         if self.scratch:
             Rdict.destroy(str(self.path), db_options())

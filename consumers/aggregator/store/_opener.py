@@ -1,6 +1,6 @@
-"""Opening an assigned partition's state store: trusted only if it is provably this log's,
-brought up to date from its changelog (or filled from the changelog on a new machine), else
-emptied to be rebuilt (see `store`)."""
+"""Opening an assigned partition's state store: what of it may be used is `_trust`'s decision;
+here it is brought up to date from its changelog (or filled from the changelog on a new
+machine), or emptied to be rebuilt, and said."""
 
 from __future__ import annotations
 
@@ -9,18 +9,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from resultlog.consumers.aggregator._changelog import KafkaChangelog
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator.store import (
-    ChangelogError,
-    LogIdentity,
-    Opened,
-    Refused,
-    check_meta,
-    destroy,
-    open_store,
-    restore_changelog,
-)
+from resultlog.consumers.aggregator.store._changelog import KafkaChangelog
+from resultlog.consumers.aggregator.store._meta import LogIdentity
+from resultlog.consumers.aggregator.store._open import Opened, Refused, check_meta, destroy
+from resultlog.consumers.aggregator.store._records import ChangelogError
+from resultlog.consumers.aggregator.store._restore import restore_changelog
+from resultlog.consumers.aggregator.store._trust import StoreSpace, Trusted, trust
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, TopicLayoutError
 
@@ -69,39 +64,31 @@ class StoreOpener:
         which share the cache; `progress` hears how far the changelog is read."""
         identity = self._identify()
         cache_keys = max(1, self._cache_keys // share)
-        found = open_store(
-            self._root,
-            identity or LogIdentity("", self._kafka.results_topic, "", self._partitions),
-            partition,
-            limits,
-            max_age_ms=self._max_age_ms,
-            cache_keys=cache_keys,
-            memory_bytes=self._memory_bytes,
-        )
+        space = StoreSpace(self._root, self._max_age_ms, cache_keys, self._memory_bytes)
         if identity is None:
-            found = Opened(found.store, None, {}, found.refused)
+            unknown = LogIdentity("", self._kafka.results_topic, "", self._partitions)
+            found = trust(space, unknown, partition, limits, None, active=True).opened
             self._ignored(partition, "unidentified", "the results topic's ID is unknown")
-        else:
-            local = found.refused  # said even when the changelog restores the store
-            if local is not None and local.reason != "missing":
-                self._ignored(partition, local.reason, local.detail)
-            found = self._restored(found, identity, limits, cache_keys, progress)
-            if found.refused is not None and found.refused is not local:
-                self._ignored(partition, found.refused.reason, found.refused.detail)
-            elif found.refused is None:
-                self._metrics.states_restored.inc()
-                log.info(
-                    "resumed %s[%d] from %s: %d runs up to offset %s",
-                    self._kafka.results_topic, partition, found.store.path,
-                    len(found.folds), found.next_offset,
-                )  # fmt: skip
-        found.store.identity = identity  # None: never saved as restorable
-        found.store.changelog = self.changelog if identity is not None else None
+            return Opened(found.store, None, {}, found.refused), None
+        trusted = trust(space, identity, partition, limits, self.changelog, active=True)
+        local = trusted.local  # said even when the changelog restores the store
+        if local is not None and local.reason != "missing":
+            self._ignored(partition, local.reason, local.detail)
+        found = self._restored(trusted, identity, limits, cache_keys, progress)
+        if found.refused is not None and found.refused is not local:
+            self._ignored(partition, found.refused.reason, found.refused.detail)
+        elif found.refused is None:
+            self._metrics.states_restored.inc()
+            log.info(
+                "resumed %s[%d] from %s: %d runs up to offset %s",
+                self._kafka.results_topic, partition, found.store.path,
+                len(found.folds), found.next_offset,
+            )  # fmt: skip
         return found, identity
 
     def _restored(
         self,
-        found: Opened,
+        trusted: Trusted,
         identity: LogIdentity,
         limits: tuple[int, int | None],
         cache_keys: int,
@@ -109,22 +96,19 @@ class StoreOpener:
     ) -> Opened:
         """The store brought up to date from the changelog (from the offset it holds, or from
         the start when it holds nothing), its folds; emptied if the changelog is refused."""
-        changelog, store = self.changelog, found.store
-        if changelog is None:
+        changelog, found = self.changelog, trusted.opened
+        if changelog is None or trusted.span is None:
             return found
+        store = found.store
         partition = store.partition
+        start, high = trusted.span
         try:
-            low, high = changelog.bounds(partition)
-            meta = found.meta
-            if meta is not None and not meta.backed_by(changelog.topic_id, low, high):
-                if found.next_offset is not None:  # a good store its changelog lost: rewrite it
-                    log.warning("%s[%d] does not back %s: rewriting it", changelog.topic,
-                                partition, store.path)  # fmt: skip
-                    changelog.clear(partition, high)
-                    store.republish()
-                    return found
-                store, meta = destroy(store, cache_keys, self._memory_bytes), None
-            start = low if meta is None else meta.changelog_offset
+            if trusted.rewrite:  # a good store its changelog lost: rewrite it
+                log.warning("%s[%d] does not back %s: rewriting it", changelog.topic,
+                            partition, store.path)  # fmt: skip
+                changelog.clear(partition, high)
+                store.republish()
+                return found
             told = None if progress is None else _told(progress, start, high)
             if told is not None:
                 told(start)

@@ -11,15 +11,37 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from resultlog.consumers.aggregator._opener import Cancelled, StoreOpener
-from resultlog.consumers.aggregator.standby import StandbyKeeper
-from resultlog.consumers.aggregator.store import LogIdentity, Opened
+from resultlog.consumers.aggregator.store._meta import LogIdentity
+from resultlog.consumers.aggregator.store._open import Opened
+from resultlog.consumers.aggregator.store._opener import Cancelled, StoreOpener
 
-__all__ = ["Restore", "Restorer"]
+__all__ = ["Restore", "Restorer", "Standby"]
 
 log = logging.getLogger(__name__)
+
+
+class Standby(Protocol):
+    """What the restores tell the keeper of warm copies (see `standby`)."""
+
+    def assigned(self, partitions: Iterable[int]) -> None:
+        """This instance takes these partitions."""
+        ...
+
+    def release(self, partition: int) -> None:
+        """Close the partition's warm copy: it is about to be opened actively."""
+        ...
+
+    def revoked(self, partitions: Iterable[int]) -> None:
+        """This instance gave these partitions up."""
+        ...
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop keeping copies."""
+        ...
 
 
 @dataclass
@@ -46,7 +68,7 @@ class Restore:
 class Restorer:
     """The restores under way, a thread each; and the standby keeper, told of each change."""
 
-    def __init__(self, opener: StoreOpener, standby: StandbyKeeper | None = None) -> None:
+    def __init__(self, opener: StoreOpener, standby: Standby | None = None) -> None:
         self._opener = opener
         self._standby = standby
         self._lock = threading.Lock()
