@@ -11,6 +11,7 @@ from resultlog.consumers.aggregator import Aggregator
 from resultlog.settings import Settings
 from tests.support.aggregator import running, serving
 from tests.support.browser import chromium
+from tests.support.kafka import drop_topics, topic_settings
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -27,6 +28,28 @@ def aggregator(settings: Settings) -> Iterator[Aggregator]:
 def base_url(aggregator: Aggregator) -> Iterator[str]:
     """The aggregator's HTTP API base URL."""
     with serving(aggregator) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_settings(kafka_bootstrap: str) -> Iterator[Settings]:
+    """Topics of a whole module, for tests that only read what a module fixture wrote."""
+    made = topic_settings(kafka_bootstrap)
+    yield made
+    drop_topics(made)
+
+
+@pytest.fixture(scope="module")
+def module_aggregator(module_settings: Settings) -> Iterator[Aggregator]:
+    """One running aggregator on the module's topics."""
+    with running(module_settings) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def module_base_url(module_aggregator: Aggregator) -> Iterator[str]:
+    """The HTTP API of the module's aggregator."""
+    with serving(module_aggregator) as url:
         yield url
 
 

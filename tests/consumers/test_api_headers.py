@@ -33,9 +33,10 @@ ROUTES = [
 ]
 
 
-@pytest.fixture
-def two_runs(settings: Settings, base_url: str) -> str:
+@pytest.fixture(scope="module")  # its tests only read: one aggregator serves them all
+def two_runs(module_settings: Settings, module_base_url: str) -> str:
     """The API once runs A and B are served."""
+    settings, base_url = module_settings, module_base_url
     write(settings, known_records(RUN_A, OUTCOMES_A) + known_records(RUN_B, OUTCOMES_B))
     wait_for(lambda: len(httpx.get(base_url + "/runs").json()) == 2 or None, "two runs")
     return base_url

@@ -20,10 +20,10 @@ from tests.support.waiting import wait_for
 TOKEN = "s3cret-token-for-the-read-api"
 
 
-@pytest.fixture
-def guarded(aggregator: Aggregator) -> Iterator[str]:
+@pytest.fixture(scope="module")  # its tests only read: one aggregator serves them all
+def guarded(module_aggregator: Aggregator) -> Iterator[str]:
     """The aggregator's HTTP API behind TOKEN, once caught up."""
-    with serving(aggregator, TOKEN) as url:
+    with serving(module_aggregator, TOKEN) as url:
         yield url
 
 
