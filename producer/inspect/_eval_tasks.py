@@ -29,6 +29,7 @@ __all__ = [
     "logged_tasks",
     "positions_of",
     "resolved_base_url",
+    "run_tasks",
 ]
 
 _FRAME = "emit_run_start"  # the Inspect function whose `tasks` local lists the run's tasks
@@ -63,15 +64,14 @@ class _Resolved:
     shuffled: bool
 
 
-def eval_tasks() -> tuple[list[EvalTask], dict[str, list[int | str] | None]] | None:
-    """The run's tasks and each one's whole-dataset ids (by task id), from Inspect's frames.
-
-    Called from `on_run_start`; None when the frame is not found (another Inspect version):
-    then records fall back to what each task's spec says.
-    """
-    resolved = _resolved_tasks()
-    if resolved is None:
+def eval_tasks(
+    run: list[Any] | None,
+) -> tuple[list[EvalTask], dict[str, list[int | str] | None]] | None:
+    """The run's tasks and each one's whole-dataset ids (by task id), from its ResolvedTasks
+    (`run_tasks`); None without them: then records fall back to what each task's spec says."""
+    if run is None:
         return None
+    resolved = [_resolved(task) for task in run]
     tasks = _named(resolved)
     datasets = {
         r.task_id: None if None in r.sample_ids else _ordered(r.sample_ids, r.shuffled)
@@ -171,14 +171,16 @@ def _ordered(sample_ids: list[Any], shuffled: bool) -> list[int | str]:
     return sorted(sample_ids, key=lambda i: (0, i, "") if isinstance(i, int) else (1, 0, str(i)))
 
 
-def _resolved_tasks() -> list[_Resolved] | None:
+def run_tasks() -> list[Any] | None:
+    """Inspect's ResolvedTasks of the run starting, read from its frames: called from
+    `on_run_start`; None when the frame is not found (another Inspect version)."""
     frame = inspect.currentframe()
     try:
         for _ in range(_MAX_FRAMES):
             if frame is None:
                 return None
             if frame.f_code.co_name == _FRAME and "tasks" in frame.f_locals:
-                return [_resolved(task) for task in frame.f_locals["tasks"]]
+                return list(frame.f_locals["tasks"])
             frame = frame.f_back
         return None
     finally:

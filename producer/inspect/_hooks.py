@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import anyio.to_thread
 from inspect_ai.hooks import (
@@ -35,9 +35,10 @@ from pydantic import ValidationError
 from resultlog.producer._config import differences
 from resultlog.producer.inspect import _xbench
 from resultlog.producer.inspect._errors import InspectPluginError
-from resultlog.producer.inspect._eval_tasks import EvalTask, eval_tasks
+from resultlog.producer.inspect._eval_tasks import EvalTask, eval_tasks, run_tasks
 from resultlog.producer.inspect._mapping import to_record
 from resultlog.producer.inspect._publisher import Publisher
+from resultlog.producer.inspect._retried import Retried, retried_tasks
 from resultlog.producer.inspect._task import TaskRun
 from resultlog.producer.lease import LeaseError, RunLease
 from resultlog.schemas import Harness, RunKey, WriterProcess
@@ -102,6 +103,7 @@ class _Run:
     leases: dict[str, RunLease] = field(default_factory=dict)  # by Inspect's eval_id
     failures: list[str] = field(default_factory=list)
     failed_run_ids: set[str] = field(default_factory=set)  # resultlog run ids missing results
+    retried: dict[str, Retried] = field(default_factory=dict)  # by task id: Inspect's retries
 
 
 class PublishingHooks(Hooks):
@@ -127,8 +129,9 @@ class PublishingHooks(Hooks):
             publisher = await anyio.to_thread.run_sync(Publisher, _settings())
         except Exception as exc:
             _refuse(f"cannot publish results: {exc}")
+        resolved = run_tasks()  # reads Inspect's frames: call it here, not in a thread
         try:
-            found = eval_tasks()  # reads Inspect's frames: call it here, not in a thread
+            found = eval_tasks(resolved)
         except InspectPluginError as exc:
             await anyio.to_thread.run_sync(publisher.close)
             _refuse(str(exc))
@@ -138,6 +141,17 @@ class PublishingHooks(Hooks):
         if found is not None:
             run.eval_tasks, run.datasets = found
         self._runs[data.run_id] = run
+        if resolved is not None and any(_retries(task) for task in resolved):
+            await self._take_over_retries(run, resolved)
+
+    async def _take_over_retries(self, run: _Run, resolved: list[Any]) -> None:
+        """Seed Inspect's retries with the topic's pairs their prior logs lack."""
+        named = {task.task_id: task for task in run.eval_tasks}
+        take_over = partial(retried_tasks, resolved, named, run.publisher, frozenset(_KEYS))
+        try:
+            run.retried = await anyio.to_thread.run_sync(take_over)
+        except Exception as exc:
+            self._fail(run, f"cannot read what the retry reuses: {exc}")
 
     async def on_task_start(self, data: TaskStart) -> None:
         """Name the task's records; a task that cannot be named errors before any model call."""
@@ -173,6 +187,25 @@ class PublishingHooks(Hooks):
             self._fail(run, f"not running task {spec.task}: {exc}")
         run.leases[data.eval_id] = lease
         run.tasks[data.eval_id] = task
+        retried = run.retried.pop(spec.task_id, None)
+        if retried is not None and retried.run_key == task.run_key:
+            await self._publish_reused(run, task, retried)
+
+    async def _publish_reused(self, run: _Run, task: TaskRun, retried: Retried) -> None:
+        """Publish the pairs the retry reuses from its prior log and the topic lacks (they
+        were paid for); refuse one whose topic pairs have another configuration."""
+        foreign = retried.foreign(task.config.fingerprint)
+        if foreign:
+            self._fail(
+                run,
+                f"{task.run_key}: {len(foreign)} durable record(s) the retry would reuse were "
+                "made under another configuration; use a new run id",
+            )
+        try:
+            await anyio.to_thread.run_sync(retried.publish_reused, task, run.publisher)
+        except Exception as exc:
+            where = f"the pairs {task.run_key.benchmark_id} reuses from {retried.prior}"
+            self._fail(run, f"could not publish {where}: {exc}", task.run_key)
 
     @staticmethod
     def _benchmark_id(run: _Run, task_id: str) -> str | None:
@@ -286,6 +319,11 @@ def _publish_sample(run: _Run, task: TaskRun, sample: EvalSample) -> None:
         task.deferred.append(record)
     else:
         run.publisher.publish(record)
+
+
+def _retries(task: Any) -> bool:
+    """Whether Inspect runs the task as a retry of a prior log."""
+    return getattr(task.sample_source, "seed", None) is not None
 
 
 def _settings() -> Settings:

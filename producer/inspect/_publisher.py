@@ -61,6 +61,10 @@ class Publisher:
         """Lease samples [start, end) of the run key (LeaseHeldError: another writer has them)."""
         return claim_lease(self._kafka, run_key, span)
 
+    def records(self, run_key: RunKey) -> list[SampleResult]:
+        """The run key's latest records on the topic."""
+        return read_run_records(self._kafka, run_key).records
+
     def publish_degraded(self, run_key: RunKey, records: Iterable[SampleResult]) -> int:
         """Write degraded records one at a time, never over a completed one; return how many."""
         completed = {

@@ -73,6 +73,12 @@ def inspect_env(env: dict[str, str], server: ModelServer) -> dict[str, str]:
     }
 
 
+def unplugged(env: dict[str, str]) -> dict[str, str]:
+    """The environment without the plugin: no broker for it, no hook required."""
+    off = ("RESULTLOG_BOOTSTRAP_SERVERS", "INSPECT_REQUIRED_HOOKS")
+    return {name: value for name, value in env.items() if name not in off}
+
+
 def eval_command(
     run_id: str, log_dir: Path, *options: str, tasks: Sequence[str] = (TASK,)
 ) -> list[str]:

@@ -28,6 +28,7 @@ from tests.producer.inspect_plugin.support import (
     only_log,
     pairs,
     run_key,
+    unplugged,
 )
 from tests.support.cli import child_env, one_line_error, run_cli
 from tests.support.kafka import watermarks
@@ -39,12 +40,6 @@ class Logged:
 
     log_dir: Path
     log: EvalLog
-
-
-def unplugged(env: dict[str, str]) -> dict[str, str]:
-    """The environment without the plugin: no broker for it, no hook required."""
-    off = ("RESULTLOG_BOOTSTRAP_SERVERS", "INSPECT_REQUIRED_HOOKS")
-    return {name: value for name, value in env.items() if name not in off}
 
 
 @pytest.fixture
