@@ -4,9 +4,11 @@ with the Python writers."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -48,19 +50,44 @@ def _install_env() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def promptfoo_example(ts_client: Path) -> Path:
-    """The example with promptfoo installed (npm ci, about 1.5 GB) and the client built."""
+    """The example with promptfoo installed and the client built. An install of the example's
+    own is used as it is; else its node_modules links to one install per lock file in the
+    user's cache (npm ci of about 1.5 GB, with a native module to build: once a machine)."""
     if not (EXAMPLE / "node_modules" / "promptfoo").is_dir():
-        done = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"],
-            cwd=EXAMPLE,
-            env=_install_env(),
-            capture_output=True,
-            text=True,
-            timeout=3000,
-            check=False,
-        )
-        assert done.returncode == 0, f"npm ci of the example failed:\n{done.stderr[-3000:]}"
+        installed = _cached_install()
+        link = EXAMPLE / "node_modules"
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(installed / "node_modules", target_is_directory=True)
     return EXAMPLE
+
+
+def _cached_install() -> Path:
+    """The example's packages installed under ~/.cache/resultlog, keyed by its lock file."""
+    digest = hashlib.sha256((EXAMPLE / "package-lock.json").read_bytes()).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "resultlog"
+    home = cache / f"promptfoo-example-{digest}"
+    if (home / "node_modules" / "promptfoo").is_dir():
+        return home
+    part = cache / f"{home.name}.part-{uuid.uuid4().hex[:8]}"
+    part.mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(EXAMPLE / name, part / name)
+    done = subprocess.run(
+        ["npm", "ci", "--no-audit", "--no-fund"],
+        cwd=part,
+        env=_install_env(),
+        capture_output=True,
+        text=True,
+        timeout=3000,
+        check=False,
+    )
+    assert done.returncode == 0, f"npm ci of the example failed:\n{done.stderr[-3000:]}"
+    try:
+        part.rename(home)  # whole or not at all: a killed install leaves only a .part
+    except OSError:  # another session installed it meanwhile
+        shutil.rmtree(part)
+    return home
 
 
 def _env(cli_env: dict[str, str], server: ModelServer, run_id: str, home: Path) -> dict[str, str]:
