@@ -113,7 +113,7 @@ def serve_aggregator(
     certificate, key = settings.http_tls_certificate, settings.http_tls_key
     _check_http_tls(certificate, key)
     aggregator = Aggregator(kafka, group_id=group, instance_id=instance_id, state_dir=state_dir)
-    app = create_app(aggregator, token=settings.http_token)
+    app = create_app(aggregator, token=settings.http_token, kafka=kafka)
     try:
         server = HttpServer(app, host, port, tls_certificate=certificate, tls_key=key)
     except OSError as exc:

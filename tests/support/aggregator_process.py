@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -15,7 +17,7 @@ from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.support.aggregator import path
-from tests.support.cli import child_env, run_cli
+from tests.support.cli import child_env, cli_argv, run_cli
 from tests.support.processes import start
 from tests.support.records import make_record
 from tests.support.summaries import bare, expected
@@ -75,6 +77,53 @@ def aggregator_process(
         process.send_signal(stop)
         _, running.stderr = process.communicate(timeout=60)
         assert "Traceback" not in running.stderr, running.stderr[-3000:]
+
+
+class Member(AggregatorProcess):
+    """An aggregator process of the group, and its process."""
+
+    def __init__(self, url: str, process: subprocess.Popen[str]) -> None:
+        super().__init__(url)
+        self.process = process
+
+
+@contextmanager
+def member(
+    settings: Settings, name: str, stop: signal.Signals = signal.SIGTERM
+) -> Iterator[Member]:
+    """`resultlog -v aggregator` with its state under the settings' directory / `name`,
+    stopped by `stop` on exit; its log (INFO, to a file: no pipe fills) read after."""
+    assert settings.aggregator_state_dir is not None
+    root = settings.aggregator_state_dir
+    own = settings.model_copy(update={"aggregator_state_dir": root / name})
+    log = root / f"{name}.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            cli_argv("-v", "aggregator", "--http", "127.0.0.1:0"),
+            env=child_env(own),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("aggregator serving http://"):
+        process.kill()
+        pytest.fail(f"unexpected first line {line!r}: {log.read_text()[-2000:]}")
+    running = Member(line.split()[-1].rstrip("/"), process)
+    try:
+        yield running
+    finally:
+        if process.poll() is None:
+            process.send_signal(stop)
+        process.wait(60)
+        running.stderr = log.read_text()
+        assert "Traceback" not in running.stderr, running.stderr[-3000:]
+
+
+def health(agg: AggregatorProcess) -> dict[str, Any]:
+    body: dict[str, Any] = httpx.get(agg.url + "/healthz", timeout=5).json()
+    return body
 
 
 def recreate_results_topic(settings: Settings, topic: str | None = None) -> None:

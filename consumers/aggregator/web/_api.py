@@ -46,6 +46,7 @@ from resultlog.consumers.aggregator.web._paths import (
     run_key_from_path,
     run_route,
 )
+from resultlog.consumers.aggregator.web._published import PublishedSummaries
 from resultlog.consumers.aggregator.web._reads import ReadPool
 from resultlog.consumers.aggregator.web._samples import SampleCache
 from resultlog.consumers.aggregator.web._source import (
@@ -57,6 +58,7 @@ from resultlog.consumers.aggregator.web._source import (
     served_summary,
     summary_json,
 )
+from resultlog.kafka import KafkaConnection
 from resultlog.schemas import DecodeError, RunKey, RunSummary, decode_run_key, encode_run_key
 
 __all__ = [
@@ -116,15 +118,26 @@ def _open(path: str) -> bool:
     return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
 
-def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlette:
-    """The starlette application serving `source`, behind a bearer token when one is given."""
+def create_app(
+    source: SummarySource,
+    token: SecretStr | None = None,
+    *,
+    kafka: KafkaConnection | None = None,
+) -> Starlette:
+    """The starlette application serving `source`, behind a bearer token when one is given.
+
+    With `kafka`, a run whose partition `source` does not hold fresh is served from the
+    summaries topic, marked stale (see `_published`; released by `HttpServer.close`).
+    """
     samples = SampleCache(source.run_records)
     reads = ReadPool()
+    published = PublishedSummaries(kafka) if kafka is not None else None
     middleware = [Middleware(SecurityHeaders)]
     if token is not None:
         middleware.append(Middleware(_BearerToken, token=token))
-    return Starlette(
-        routes=[*_Api(source, samples, reads).routes(), *page_routes(source, samples, reads)],
+    routes = _Api(source, samples, reads, published).routes()
+    app = Starlette(
+        routes=[*routes, *page_routes(source, samples, reads, published)],
         middleware=middleware,
         exception_handlers={
             HTTPException: _http_error,
@@ -132,15 +145,24 @@ def create_app(source: SummarySource, token: SecretStr | None = None) -> Starlet
             NotServedError: _not_served,
         },
     )
+    app.state.published = published
+    return app
 
 
 class _Api:
     """The JSON routes (and /healthz, /metrics), reading from `source` and `samples`."""
 
-    def __init__(self, source: SummarySource, samples: SampleCache, reads: ReadPool) -> None:
+    def __init__(
+        self,
+        source: SummarySource,
+        samples: SampleCache,
+        reads: ReadPool,
+        published: PublishedSummaries | None,
+    ) -> None:
         self._source = source
         self._samples = samples
         self._reads = reads
+        self._published = published
         self._samples_route = reads.route(self.get_samples)
 
     def routes(self) -> list[Route]:
@@ -181,9 +203,9 @@ class _Api:
         return await self._samples_route(request)
 
     def get_summary(self, request: Request) -> Response:
-        """A run's summary (marked stale while its partition restores)."""
+        """A run's summary (marked stale while no instance holds its partition fresh)."""
         run_key, _ = run_route(request.scope["raw_path"])
-        found = served(self._source, run_key)
+        found = served(self._source, run_key, self._published)
         assert found.summary is not None
         return Response(
             summary_json(found.summary, stale=found.stale), media_type="application/json"
@@ -192,13 +214,16 @@ class _Api:
     def get_samples(self, request: Request, stop: threading.Event) -> Response:
         """A run's per-sample view, read from its partition."""
         run_key, _ = run_route(request.scope["raw_path"])
-        summary = served_summary(self._source, run_key)
+        summary = served_summary(self._source, run_key, self._published)
         return JSONResponse(read_samples(self._samples, summary, stop).as_json())
 
     def compare(self, request: Request, stop: threading.Event) -> Response:
         """Two runs of one benchmark, sample by sample."""
         keys = compare_keys(request.scope["query_string"])
-        views = [read_samples(self._samples, served_summary(self._source, k), stop) for k in keys]
+        views = [
+            read_samples(self._samples, served_summary(self._source, k, self._published), stop)
+            for k in keys
+        ]
         return JSONResponse(Comparison.of(*views).as_json())
 
     async def healthz(self, request: Request) -> Response:

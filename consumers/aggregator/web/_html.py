@@ -149,8 +149,8 @@ def _summary_row(summary: RunSummary, view: RunSamples | None, *, stale: bool = 
 
 
 _STALE_BADGE = (
-    ' <span class="badge stale" title="the last published summary: the aggregator is still '
-    'restoring its state">stale</span>'
+    ' <span class="badge stale" title="the last published summary: no aggregator holds this '
+    'run fresh yet (restoring, or its partition is being handed over)">stale</span>'
 )
 # What each number is, as a tooltip on its header (the fold defines them).
 _HEADER_TITLES = {
@@ -217,8 +217,11 @@ def runs_part(
     )
 
 
-def run_part(summary: RunSummary, view: RunSamples, others: Sequence[RunKey]) -> str:
-    """A run's page: its numbers, accuracy per epoch, the grid, degraded records, progress."""
+def run_part(
+    summary: RunSummary, view: RunSamples, others: Sequence[RunKey], *, stale: bool = False
+) -> str:
+    """A run's page: its numbers (badged `stale` when they are the summaries topic's),
+    accuracy per epoch, the grid, degraded records, progress."""
     run_key = view.run_key
     path = run_path(run_key)
     shape = view.shape
@@ -230,7 +233,7 @@ def run_part(summary: RunSummary, view: RunSamples, others: Sequence[RunKey]) ->
         grid_note = f'<p class="meta">the first {len(samples)} of {count} samples</p>'
     sections = [
         f'<section class="summary"><table class="runs">{_HEAD}<tbody>'
-        f"{_summary_row(summary, view)}</tbody></table></section>",
+        f"{_summary_row(summary, view, stale=stale)}</tbody></table></section>",
         _section(
             "Accuracy per epoch",
             f"/runs/{path}/samples",

@@ -244,6 +244,7 @@ class HttpServer:
             ssl_keyfile=tls_key,
         )
         self._server = _Server(config)
+        self._app = app
         self._thread: threading.Thread | None = None
 
     @property
@@ -286,11 +287,15 @@ class HttpServer:
             time.sleep(0.01)
 
     def close(self) -> None:
-        """Stop a server started with `start_in_thread` and release the socket."""
+        """Stop a server started with `start_in_thread`; release the socket and the app's
+        summaries reader."""
         self.stop()
         if self._thread is not None:
             self._thread.join(10)
         self._socket.close()
+        published = getattr(self._app.state, "published", None)
+        if published is not None:
+            published.close()
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -24,11 +24,13 @@ from resultlog.consumers._samples import Comparison, RunSamples
 from resultlog.consumers.aggregator._state import RunFilter
 from resultlog.consumers.aggregator.web import _html
 from resultlog.consumers.aggregator.web._paths import BadRequestError, compare_keys, run_route
+from resultlog.consumers.aggregator.web._published import PublishedSummaries
 from resultlog.consumers.aggregator.web._reads import ReadPool
 from resultlog.consumers.aggregator.web._samples import SampleCache
 from resultlog.consumers.aggregator.web._source import (
     SummarySource,
     read_samples,
+    served,
     served_summary,
 )
 from resultlog.consumers.errors import ConsumerError
@@ -52,9 +54,15 @@ def _static_files() -> dict[str, bytes]:
     return {name: (folder / name).read_bytes() for name in _STATIC}
 
 
-def page_routes(source: SummarySource, samples: SampleCache, reads: ReadPool) -> list[Route]:
-    """The routes of the runs page, reading from `source` and `samples` (through `reads`)."""
-    parts = _Parts(source, samples)
+def page_routes(
+    source: SummarySource,
+    samples: SampleCache,
+    reads: ReadPool,
+    published: PublishedSummaries | None = None,
+) -> list[Route]:
+    """The routes of the runs page, reading from `source` and `samples` (through `reads`), and
+    from `published` for runs `source` does not hold fresh."""
+    parts = _Parts(source, samples, published)
     return [
         Route("/", _runs_shell, methods=["GET"]),
         Route("/page/run/{rest:path}", _run_shell, methods=["GET"]),
@@ -108,9 +116,12 @@ def _static(request: Request) -> Response:
 class _Parts:
     """The parts of the page, read from `source` and `samples` (each on the read pool)."""
 
-    def __init__(self, source: SummarySource, samples: SampleCache) -> None:
+    def __init__(
+        self, source: SummarySource, samples: SampleCache, published: PublishedSummaries | None
+    ) -> None:
         self._source = source
         self._samples = samples
+        self._published = published
 
     def runs(self, request: Request, stop: threading.Event) -> Response:
         """The runs table, filtered by benchmark and model, newest first."""
@@ -140,7 +151,9 @@ class _Parts:
     def run(self, request: Request, stop: threading.Event) -> Response:
         """One run: its summary, samples, and the other runs of its benchmark."""
         run_key = _run_of(request, b"/parts/run/")
-        summary = served_summary(self._source, run_key)
+        found = served(self._source, run_key, self._published)
+        assert found.summary is not None
+        summary = found.summary
         view = read_samples(self._samples, summary, stop)
         same_benchmark = self._source.page(where=RunFilter(benchmark=run_key.benchmark_id))
         others = [
@@ -148,13 +161,17 @@ class _Parts:
             for s in same_benchmark.summaries
             if (key := RunKey(s.run_id, s.benchmark_id, s.model)) != run_key
         ]
-        return HTMLResponse(_html.run_part(summary, view, others), headers=_NO_STORE)
+        body = _html.run_part(summary, view, others, stale=found.stale)
+        return HTMLResponse(body, headers=_NO_STORE)
 
     def compare(self, request: Request, stop: threading.Event) -> Response:
         """Two runs of one benchmark, sample by sample."""
         query = request.scope["query_string"]
         keys = compare_keys(query)
-        views = [read_samples(self._samples, served_summary(self._source, k), stop) for k in keys]
+        views = [
+            read_samples(self._samples, served_summary(self._source, k, self._published), stop)
+            for k in keys
+        ]
         body = _html.compare_part(Comparison.of(*views), query.decode("latin-1"))
         return HTMLResponse(body, headers=_NO_STORE)
 
