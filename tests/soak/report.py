@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from tests.soak.checker import Violation
 
 __all__ = ["Outcome", "closing_line", "write_figures"]
 
+_SOAK_DIR = re.compile(r"/\S*/resultlog-soak-[^/\s]+/")
 FIGURES = Path(__file__).resolve().parents[2] / "docs" / "_generated" / "soak.md"
 
 
@@ -32,6 +34,12 @@ class Outcome:
     violations: list[Violation] = field(default_factory=list)
     history: list[str] = field(default_factory=list)
     incidents: list[str] = field(default_factory=list)
+
+
+def kinds_of(violations: list[Violation]) -> str:
+    """How many violations of each kind, in words."""
+    counts = Counter(v.kind for v in violations)
+    return ", ".join(f"{kind} {count}" for kind, count in sorted(counts.items()))
 
 
 def closing_line(outcome: Outcome) -> str:
@@ -79,8 +87,12 @@ def write_figures(outcome: Outcome, path: Path = FIGURES) -> None:
         f"| runs written | {outcome.runs} ({outcome.finished} finished, "
         f"{outcome.records} records) |",
         f"| model requests | {outcome.requests} |",
-        f"| violations | {len(outcome.violations)} |",
+        f"| violations | {len(outcome.violations)} ({kinds_of(outcome.violations) or 'none'}) |",
+        f"| incidents (workers that failed by themselves, reads given up) | "
+        f"{len(outcome.incidents)} |",
     ]
-    rows += ["", *[f"- {v.line()}" for v in outcome.violations]] if outcome.violations else []
+    # The soak's folder is gone (or kept only on this machine): paths are shown within it.
+    shown = [_SOAK_DIR.sub("", v.line()) for v in outcome.violations]
+    rows += ["", *[f"- {line}" for line in shown]] if shown else []
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(rows) + "\n")

@@ -255,7 +255,7 @@ class Soak:
             self.cluster.stop()
         except Exception as exc:  # said; the folder is kept to look at
             print(f"soak: stopping the brokers failed: {exc}", flush=True)
-        if outcome.violations:
+        if outcome.violations or outcome.incidents:
             print(f"soak: logs kept in {self.root}", flush=True)
         else:
             shutil.rmtree(self.root, ignore_errors=True)

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from tests.soak.checker import (
     Ask,
     Attempt,
     Served,
+    Violation,
     repeated_asks,
     served_violation,
     summary_diff,
     worker_violation,
 )
 from tests.soak.probe import Plant
-from tests.soak.report import Outcome, closing_line
+from tests.soak.report import Outcome, closing_line, write_figures
 
 SUMMARY = {"run_id": "r1", "records": 10, "correct_answers": 9, "accuracy": 0.9}
 
@@ -108,6 +110,16 @@ def test_the_plant_makes_one_wrong_summary_and_one_repeat() -> None:
     found = repeated_asks(planted, {"m": [Attempt("m", 0, log_start=0)]}, _never, 0)
     assert [v.kind for v in found] == ["pair asked twice"]
     assert Plant(enabled=False).asks(asks, lambda ask: True) == asks
+
+
+def test_the_figures_count_violations_by_kind_without_the_soak_folder(tmp_path: Path) -> None:
+    crash = Violation("aggregator exited", "a1 exited 1: /tmp/resultlog-soak-ab_1/a1/x/0: bad", 2)
+    outcome = Outcome(seed=7, seconds=60.0, planted=False, violations=[crash, crash])
+    write_figures(outcome, tmp_path / "soak.md")
+    text = (tmp_path / "soak.md").read_text()
+    assert "| violations | 2 (aggregator exited 2) |" in text
+    assert "- [    2.0s] aggregator exited: a1 exited 1: a1/x/0: bad" in text
+    assert "resultlog-soak-" not in text
 
 
 def test_the_closing_line_counts_faults_checks_and_violations() -> None:
