@@ -180,7 +180,8 @@ def test_no_function_takes_more_than_ten_parameters() -> None:
     for folder in ("schemas", "consumers", "producer", "resultlog"):
         for path in sorted((REPO / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                is_function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                if is_function and _parameters(node) > _MAX_PARAMETERS:
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                if _parameters(node) > _MAX_PARAMETERS:
                     wide.add(f"{path.relative_to(REPO)}: {node.name}")
     assert wide == _STILL_WIDE
