@@ -418,6 +418,7 @@ def _restore_then_die(root: Path, records: list[ChangelogRecord], after: int) ->
     store.close()
 
 
+@pytest.mark.slow  # a child killed at each of up to 30 points
 @pytest.mark.parametrize("holding", [0, 2], ids=["new machine", "catching up"])
 def test_a_restore_killed_after_any_write_is_never_trusted_before_it_is_whole(
     tmp_path: Path, holding: int
