@@ -7,10 +7,12 @@ raises again so that `inspect eval` exits non-zero.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import socket
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -286,6 +288,9 @@ class PublishingHooks(Hooks):
         run = self._runs.pop(data.run_id, None)
         if run is None:
             return  # Inspect calls this a second time when the first call raised
+        if run.tasks or _interrupted(data):  # a Ctrl-C: say the command that continues it
+            for run_id in sorted({task.run_key.run_id for task in run.tasks.values()}):
+                print(_continue_line(run_id), file=sys.stderr, flush=True)
         for lease in run.leases.values():  # tasks that never reached their end
             await anyio.to_thread.run_sync(lease.release)
         try:
@@ -310,6 +315,22 @@ class PublishingHooks(Hooks):
         if run_key is not None:
             run.failed_run_ids.add(run_key.run_id)
         _refuse(message)
+
+
+def _interrupted(data: RunEnd) -> bool:
+    """Whether the run ended on a Ctrl-C (its logs cancelled, or the interrupt itself); on
+    asyncio Inspect may say neither, but its cancelled tasks never reach their end."""
+    if isinstance(data.exception, KeyboardInterrupt | asyncio.CancelledError):
+        return True
+    return any(log.status == "cancelled" for log in data.logs)
+
+
+def _continue_line(run_id: str) -> str:
+    """What a cancelled eval prints: every finished pair is durable, and how to go on."""
+    return (
+        f"{_PREFIX}interrupted: every finished sample is durable; continue with "
+        f"`resultlog inspect resume --run-id {run_id}` (add --task-file FILE on another machine)"
+    )
 
 
 def _publish_sample(run: _Run, task: TaskRun, sample: EvalSample) -> None:
