@@ -44,7 +44,7 @@ from resultlog.producer.inspect._retried import Retried, retried_tasks
 from resultlog.producer.inspect._task import TaskRun
 from resultlog.producer.lease import LeaseError, RunLease
 from resultlog.schemas import Harness, RunKey, WriterProcess
-from resultlog.settings import Settings
+from resultlog.settings import Settings, local_stack
 
 __all__ = ["ENABLE_ENV", "HOOKS_NAME", "PublishingHooks", "refusing"]
 
@@ -116,8 +116,9 @@ class PublishingHooks(Hooks):
         self._runs: dict[str, _Run] = {}
 
     def enabled(self) -> bool:
-        """On when RESULTLOG_BOOTSTRAP_SERVERS is set; if misconfigured, raise (Inspect stops)."""
-        servers = os.environ.get(ENABLE_ENV, "")
+        """On when RESULTLOG_BOOTSTRAP_SERVERS is set or a local stack runs (`resultlog up`);
+        if misconfigured, raise (Inspect stops)."""
+        servers = os.environ.get(ENABLE_ENV) or local_stack() or ""
         if servers not in self._enabled:
             if servers:
                 _xbench.check()
