@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from resultlog.broker import LocalKafka
+from resultlog.broker import LocalKafka, jar_cache_dir
 from resultlog.broker._state import local_bootstrap
 from tests.support.cli import cli_argv, one_line_error, printed_json, run_cli
 from tests.support.local_stack import cluster_file, dead_pid, held_up_lock, stand_in_node
@@ -22,7 +22,8 @@ SAYS = "resultlog: RESULTLOG_BOOTSTRAP_SERVERS is unset: using the local broker"
 
 
 def fresh_home(root: Path) -> dict[str, str]:
-    """An environment with an empty HOME, no XDG state directory and no RESULTLOG_* setting."""
+    """An environment with an empty HOME, no XDG directory and no RESULTLOG_* setting but the
+    jar cache."""
     home = root / "home"
     home.mkdir()
     env = {
@@ -30,7 +31,9 @@ def fresh_home(root: Path) -> dict[str, str]:
         for k, v in os.environ.items()
         if not k.startswith(("RESULTLOG_", "XDG_")) and k != "HOME"
     }
-    return {**env, "HOME": str(home), "RESULTLOG_MODEL_RETRY_BACKOFF_S": "0.01"}
+    cache = str(jar_cache_dir().parents[1])  # the jars as downloaded once already
+    fast = {"RESULTLOG_MODEL_RETRY_BACKOFF_S": "0.01"}
+    return {**env, "HOME": str(home), "RESULTLOG_KAFKA_CACHE": cache, **fast}
 
 
 @pytest.mark.timeout(900)
