@@ -22,7 +22,7 @@ from resultlog.errors import CliError
 if TYPE_CHECKING:
     from resultlog.broker import LocalKafka
 
-__all__ = ["register", "running_up"]
+__all__ = ["check_up", "register", "running_up"]
 
 _LOCK = "up.json"
 _STATE = "aggregator-state"  # the stack's own aggregator state, under its --dir
@@ -64,7 +64,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="the broker's port for a new data directory (default 9092; 0: any free port)",
     )
-    parser.set_defaults(handler=up_command)
+    parser.set_defaults(handler=up_command, check=check_up)
 
 
 def up_command(args: argparse.Namespace) -> int:
@@ -107,6 +107,13 @@ def up_command(args: argparse.Namespace) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def check_up(args: argparse.Namespace) -> None:
+    """Refuse a taken HTTP port at once, before anything loads (unless an `up` of the
+    directory runs: then its own line says where)."""
+    if running_up((args.dir or default_kafka_dir()).resolve()) is None:
+        _check_http_port(*args.http)
 
 
 def _check_http_port(host: str, port: int) -> None:

@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from resultlog.broker._state import local_bootstrap
 from tests.support.local_stack import cluster_file, stand_in_node
 
@@ -34,6 +36,7 @@ def _env(**extra: str) -> dict[str, str]:
     return {**base, **extra}
 
 
+@pytest.mark.slow  # node children
 def test_typescript_reads_the_default_directory_as_python_does(
     ts_client: Path, tmp_path: Path
 ) -> None:
@@ -55,6 +58,7 @@ def test_typescript_reads_the_default_directory_as_python_does(
         assert bootstrap_of(ts_client, configured).stdout.split() == ["10.0.0.1:9093"] * 2
 
 
+@pytest.mark.slow  # node children
 def test_write_run_help_names_its_options(ts_client: Path) -> None:
     done = subprocess.run(
         ["node", str(ts_client / "dist" / "examples" / "write-run.js"), "--help"],

@@ -36,6 +36,7 @@ def fresh_home(root: Path) -> dict[str, str]:
     return {**env, "HOME": str(home), "RESULTLOG_KAFKA_CACHE": cache, **fast}
 
 
+@pytest.mark.slow  # a whole stack of its own
 @pytest.mark.timeout(900)
 def test_commands_use_the_broker_up_runs_and_kafka_down_leaves_it_alone(tmp_path: Path) -> None:
     env = fresh_home(tmp_path)
@@ -77,6 +78,7 @@ def test_commands_use_the_broker_up_runs_and_kafka_down_leaves_it_alone(tmp_path
     assert "127.0.0.1:9092" in line and "resultlog up" in line, line
 
 
+@pytest.mark.slow  # a broker of its own
 def test_kafka_down_force_stops_a_broker_whatever_holds_it(kafka_dir: Path) -> None:
     bootstrap = LocalKafka(kafka_dir).up(port=0)
     assert local_bootstrap(kafka_dir) == bootstrap

@@ -6,6 +6,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from resultlog.producer.offline import ModelServer
 from resultlog.settings import Settings
 from tests.producer.inspect_plugin.support import (
@@ -18,6 +20,7 @@ from tests.producer.inspect_plugin.support import (
 from tests.support.waiting import wait_for
 
 
+@pytest.mark.slow  # an inspect eval child and its SIGINT
 def test_a_ctrl_c_of_an_eval_names_resultlog_inspect_resume(
     settings: Settings, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
