@@ -60,6 +60,7 @@ def requests_in(log: Path) -> list[tuple[str, int]]:
     return [(line["sample_id"], line["epoch"]) for line in lines]
 
 
+@pytest.mark.slow  # SIGKILL of a worker and its resume
 def test_sigkilled_worker_resumes_without_paying_twice(
     settings: Settings,
     cli_env: dict[str, str],

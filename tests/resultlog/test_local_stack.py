@@ -18,6 +18,9 @@ from tests.support.cli import cli_argv, one_line_error, printed_json, run_cli
 from tests.support.local_stack import cluster_file, dead_pid, held_up_lock, stand_in_node
 from tests.support.stack import running_up
 
+# The slow tier: each test starts a broker (or a whole stack) of its own.
+pytestmark = pytest.mark.slow
+
 SAYS = "resultlog: RESULTLOG_BOOTSTRAP_SERVERS is unset: using the local broker"
 
 
