@@ -54,4 +54,4 @@ def test_a_short_soak_ends_with_its_closing_line(tmp_path: Path) -> None:
     assert code == (1 if violations else 0), lines[-20:]
     assert lines[0].startswith("soak: seed 5 ") and "soak: seed 5" in lines
     figures = (tmp_path / "soak.md").read_text()
-    assert "| seed | 5 |" in figures and f"| violations | {violations} |" in figures
+    assert "| seed | 5 |" in figures and f"| violations | {violations} (" in figures
