@@ -44,6 +44,7 @@ class Health:
     joined: bool
     partitions: tuple[PartitionHealth, ...]
     standby: tuple[StandbyHealth, ...] = ()  # warm copies: never served, not in readiness
+    moved_aside: tuple[str, ...] = ()  # stores RocksDB refused, moved aside (the newest few)
 
     @property
     def ready(self) -> bool:
@@ -97,6 +98,7 @@ class Health:
                 }
                 for s in self.standby
             },
+            "moved_aside": list(self.moved_aside),
         }
 
     def restoring_text(self) -> str:

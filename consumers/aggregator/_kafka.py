@@ -60,13 +60,15 @@ def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int
         return 0, None
 
 
-def delete_retention_ms(kafka: KafkaConnection) -> int:
-    """How long the results topic keeps tombstones: saved state must be younger."""
-    resource = ConfigResource(ConfigResource.Type.TOPIC, kafka.results_topic)
+def delete_retention_ms(kafka: KafkaConnection, topic: str | None = None) -> int:
+    """How long a topic (the results topic by default) keeps tombstones, as the broker says:
+    state saved longer ago may have missed a delete."""
+    topic = topic or kafka.results_topic
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     admin = kafka.admin()
     try:
         entries = admin.describe_configs([resource], request_timeout=10.0)[resource].result(10.0)
         return int(entries["delete.retention.ms"].value)
     except Exception as exc:  # an ACL may deny DESCRIBE_CONFIGS: Kafka's default then
-        log.debug("cannot read delete.retention.ms of %s: %s", kafka.results_topic, exc)
+        log.debug("cannot read delete.retention.ms of %s: %s", topic, exc)
         return _DEFAULT_DELETE_RETENTION_MS

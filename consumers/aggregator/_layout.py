@@ -6,6 +6,8 @@ stalled the consumer thread for up to the fetch wait every few seconds; an admin
 connection of its own, and a thread of its own keeps even its round trips off the hot path.
 The results topic's ID is looked at every second: a topic deleted and re-created under the
 same name (no rebalance need follow) is another log, whose offsets the state does not fold.
+So is the changelog's: a re-created changelog holds none of the state, which is then written
+to it whole.
 """
 
 from __future__ import annotations
@@ -53,11 +55,20 @@ def topic_id(admin: AdminClient, topic: str) -> str | None:
 
 class LayoutWatch:
     """Every few seconds, checks the topics; `failure` holds the first mismatch found.
-    Every second, notes the first topic's ID in `seen_id` (None until known)."""
+    Every second, notes the first topic's ID in `seen_id` and the changelog topic's (if
+    any) in `seen_changelog_id` (None until known)."""
 
-    def __init__(self, kafka: KafkaConnection, topics: list[str], interval_s: float = _CHECK_S):
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        topics: list[str],
+        interval_s: float = _CHECK_S,
+        changelog: str | None = None,
+    ):
         self.failure: TopicLayoutError | None = None
         self.seen_id: str | None = None
+        self.seen_changelog_id: str | None = None
+        self._changelog = changelog
         self._kafka = kafka
         self._topics = topics
         self._interval_s = interval_s
@@ -80,6 +91,8 @@ class LayoutWatch:
                 seen = topic_id(admin, self._topics[0])
                 if seen is not None:
                     self.seen_id = seen
+                if self._changelog is not None:
+                    self.seen_changelog_id = topic_id(admin, self._changelog) or None
                 if time.monotonic() >= next_layout:
                     next_layout = time.monotonic() + self._interval_s
                     check_layout(self._kafka, admin, self._topics)

@@ -70,7 +70,9 @@ class ConsumerLoop:
         self._stopping = stopping
         self._shared = shared
         self._consumer = consumer
-        self._layout = LayoutWatch(kafka, [self.topic, kafka.summaries_topic])
+        self._layout = LayoutWatch(
+            kafka, [self.topic, kafka.summaries_topic], changelog=kafka.settings.changelog_topic
+        )
         try:
             results = kafka.partition_count(self.topic, consumer)
             kafka.partition_count(kafka.summaries_topic, consumer)
@@ -87,7 +89,12 @@ class ConsumerLoop:
             shared.state = AggregatorState(num_partitions=results)
             # In the order of a pass (after the adoption of restored partitions).
             participants: list[Participant] = [
-                StoreFlush(shared, kafka.settings.aggregator_save_interval_s),
+                StoreFlush(
+                    shared,
+                    kafka.settings.aggregator_save_interval_s,
+                    self._layout,
+                    self._opener.changelog,
+                ),
                 reconciliation,
                 Publication(
                     shared, publisher, consumer, topic=self.topic, interval_s=publish_interval_s

@@ -21,6 +21,7 @@ from resultlog.consumers.aggregator._state import (
     utc_now,
 )
 from resultlog.consumers.aggregator.standby import StandbyKeeper
+from resultlog.consumers.aggregator.store import MOVED_ASIDE
 from resultlog.consumers.resume import RunRecords, read_run_records
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, RunSummary
@@ -175,6 +176,8 @@ class Aggregator:
         return self._with_standby(health)
 
     def _with_standby(self, health: Health) -> Health:
+        """With the warm copies kept, and the stores moved aside."""
+        health = dataclasses.replace(health, moved_aside=tuple(MOVED_ASIDE))
         if self._standby is None:
             return health
         return dataclasses.replace(health, standby=self._standby.health())

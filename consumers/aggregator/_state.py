@@ -446,6 +446,9 @@ class AggregatorState:
             if store is None:
                 continue
             store.land()  # the flush in flight, once acknowledged
+            if store.whole_due:  # a new changelog: the state goes to it before anything else
+                store.flush(state.position, wait=False)
+                continue
             if now - store.flushed_at < older_than_s:
                 continue
             if store.pending or store.covers != state.position:

@@ -235,7 +235,8 @@ def test_a_run_rewritten_whole_after_the_last_marker_then_compacted_is_refused(
     changelog.fail_after = 0
     store.flush(1)
     store.touched(second)
-    changelog.fail_after = 5  # its three entries, the second run's totals, its marker
+    # The generation's marker, its three entries, the second run's totals, its marker.
+    changelog.fail_after = 6
     store.flush(2)
     second.apply(make_record(0, 0, run_key=RUNS[1]))
     store.touched(second)

@@ -74,6 +74,7 @@ class WarmCopy:
         refused = restore_changelog(
             store, lambda a, b: changelog.read(partition, a, b), (self.offset, end), identity,
             self._check, entries=lambda a, b: changelog.entries(partition, a, b),
+            changelog_id=changelog.topic_id,
         )  # fmt: skip
         if refused is not None:
             return refused

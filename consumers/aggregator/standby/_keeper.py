@@ -250,6 +250,7 @@ class StandbyKeeper:
         cluster_id, topic_id = self._kafka.topic_identity(self._topic)  # it may be another now
         identity = LogIdentity(cluster_id, self._topic, topic_id, clients.identity.partitions)
         clients.identity = identity
+        clients.changelog.identify()  # the changelog too may be another topic now
         space = StoreSpace(self._root, clients.max_age_ms, 1, self._memory_bytes)
         bounds = watermarks(clients.reader, self._topic, partition)
         trusted = trust(space, identity, partition, bounds, clients.changelog, active=False)

@@ -14,7 +14,13 @@ the changelog's), `_maps` the mappings a RunFold keeps its state in.
 from resultlog.consumers.aggregator.store._changelog import KafkaChangelog
 from resultlog.consumers.aggregator.store._codec import META as MARKER_KEY
 from resultlog.consumers.aggregator.store._codec import StoreFormatError, changelog_messages
-from resultlog.consumers.aggregator.store._meta import FlushPhase, LogIdentity, StoreMeta
+from resultlog.consumers.aggregator.store._files import ASIDE, MOVED_ASIDE
+from resultlog.consumers.aggregator.store._meta import (
+    GENERATION_KEY,
+    FlushPhase,
+    LogIdentity,
+    StoreMeta,
+)
 from resultlog.consumers.aggregator.store._open import (
     Opened,
     Refused,
@@ -36,7 +42,10 @@ from resultlog.consumers.aggregator.store._store import PartitionStore
 from resultlog.consumers.aggregator.store._trust import StoreSpace, Trusted, trust
 
 __all__ = [
+    "ASIDE",
+    "GENERATION_KEY",
     "MARKER_KEY",
+    "MOVED_ASIDE",
     "Cancelled",
     "Changelog",
     "ChangelogError",

@@ -12,6 +12,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from resultlog.consumers._scan import scan_ranges, watermark_offsets
+from resultlog.consumers.aggregator._kafka import delete_retention_ms
 from resultlog.consumers.aggregator.store._codec import META as MARKER_KEY
 from resultlog.consumers.aggregator.store._codec import changelog_messages
 from resultlog.consumers.aggregator.store._records import ChangelogError, ChangelogRecord, Entries
@@ -84,9 +85,19 @@ class KafkaChangelog:
     def __init__(self, kafka: KafkaConnection) -> None:
         self.topic = kafka.settings.changelog_topic
         self._kafka = kafka
-        _, self.topic_id = kafka.topic_identity(self.topic)
+        self.topic_id = ""
+        self.delete_retention_ms = 0  # how long the topic keeps tombstones
+        self.identify()
         self._producer: Producer | None = None  # made at the first write: readers need none
         self._watermarks = kafka.reader()
+
+    def identify(self) -> str:
+        """Ask the broker again which topic the changelog is (it may have been deleted and
+        re-created: every store's next flush then writes its state whole) and how long it
+        keeps tombstones; its topic ID (KafkaClientError if the broker does not say)."""
+        _, self.topic_id = self._kafka.topic_identity(self.topic)
+        self.delete_retention_ms = delete_retention_ms(self._kafka, self.topic)
+        return self.topic_id
 
     def send(self, partition: int, entries: Entries, marker: bytes | None) -> _Sending:
         """Queue the entries, then the marker (None: its tombstone); only the marker's

@@ -6,14 +6,41 @@ import fcntl
 import logging
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 
-__all__ = ["OPEN_PATHS", "held_elsewhere", "remove_dead_scratch", "scratch_path"]
+__all__ = [
+    "MOVED_ASIDE",
+    "OPEN_PATHS",
+    "held_elsewhere",
+    "move_aside",
+    "remove_dead_scratch",
+    "scratch_path",
+]
 
 log = logging.getLogger(__name__)
 _SCRATCH = ".scratch-"
 OPEN_PATHS: set[Path] = set()  # the databases this process has open now
+ASIDE = ".moved-aside"  # under the state directory: stores RocksDB refused, for inspection
+_KEEP_ASIDE = 3  # the newest kept; older ones are removed
+MOVED_ASIDE: list[str] = []  # where this process moved stores to (the newest _KEEP_ASIDE)
+
+
+def move_aside(root: Path, path: Path) -> Path:
+    """Move a store RocksDB refuses out of the way, under the state directory's moved-aside
+    folder (the newest few are kept for inspection); where it went."""
+    folder = root / ASIDE
+    folder.mkdir(parents=True, exist_ok=True)
+    name = "-".join(path.relative_to(root).parts)
+    target = folder / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    shutil.move(str(path), str(target))
+    kept = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in kept[_KEEP_ASIDE:]:
+        shutil.rmtree(old, ignore_errors=True)
+    MOVED_ASIDE.append(str(target))
+    del MOVED_ASIDE[:-_KEEP_ASIDE]
+    return target
 
 
 def scratch_path(path: Path) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from rocksdict import Rdict
 from resultlog.consumers.aggregator.store._codec import StoreFormatError
 from resultlog.consumers.aggregator.store._files import (
     held_elsewhere,
+    move_aside,
     remove_dead_scratch,
     scratch_path,
 )
@@ -77,20 +79,41 @@ def open_store(
     store whose restore from the changelog began is kept, without folds, to finish it); its
     flushes saved as `saves_as` (None: never as restorable) through `changelog`."""
     path = partition_path(root, identity.topic, partition)
-    store = _open(path, partition, cache_keys, memory_bytes, (saves_as, changelog))
+    binding = (saves_as, changelog)
+
+    def reopen() -> PartitionStore:
+        return _open(path, partition, cache_keys, memory_bytes, binding)
+
+    try:
+        store = reopen()
+    except _RocksDBRefusalError as exc:  # kept aside, the partition restored anew
+        return _aside(root, path, exc, reopen)
     try:
         meta = store.meta()
         if meta is not None and meta.restoring and foreign(meta, identity, partition) is None:
             return Opened(store, None, {}, None, meta)
         refused = check_meta(meta, identity, partition, bounds, max_age_ms)
         if refused is None and meta is not None:
-            store.covers, store.changelog_offset = meta.next_offset, meta.changelog_offset
+            store.resume(meta)
             return Opened(store, meta.next_offset, store.folds(), None, meta)
     except StoreFormatError as exc:
         refused = Refused("corrupt", str(exc))
+    except Exception as exc:  # rocksdict raises plain Exceptions: a file gone, say
+        store.close()
+        return _aside(root, path, exc, reopen)
     if refused is not None and refused.reason == "missing" and store.empty():
         return Opened(store, None, {}, refused)
     return Opened(destroy(store, cache_keys, memory_bytes), None, {}, refused)
+
+
+class _RocksDBRefusalError(StoreFormatError):
+    """RocksDB refuses to open a store (corruption, missing files, another format)."""
+
+
+def _aside(root: Path, path: Path, exc: Exception, reopen: Callable[[], PartitionStore]) -> Opened:
+    """Move a store RocksDB refuses aside; an empty one in its place, said as corrupt."""
+    aside = move_aside(root, path)
+    return Opened(reopen(), None, {}, Refused("corrupt", f"{exc}; moved aside to {aside}"))
 
 
 def destroy(
@@ -173,7 +196,7 @@ def _open(
                 )
             except Exception as exc:  # rocksdict raises plain Exceptions: a held lock too
                 if "lock" not in str(exc).lower():
-                    raise StoreFormatError(f"cannot open the state store {path}: {exc}") from exc
+                    raise _RocksDBRefusalError(f"RocksDB refuses {path}: {exc}") from exc
         if time.monotonic() >= deadline:
             private = scratch_path(path)
             log.warning("%s is in use by another process; folding into %s", path, private)

@@ -70,6 +70,11 @@ class StoreOpener:
             found = trust(space, unknown, partition, limits, None, active=True).opened
             self._ignored(partition, "unidentified", "the results topic's ID is unknown")
             return Opened(found.store, None, {}, found.refused), None
+        if self.changelog is not None:
+            try:  # on every rebalance: the changelog may be another topic now
+                self.changelog.identify()
+            except KafkaClientError as exc:
+                log.warning("cannot tell which topic %s is now: %s", self.changelog.topic, exc)
         trusted = trust(space, identity, partition, limits, self.changelog, active=True)
         local = trusted.local  # said even when the changelog restores the store
         if local is not None and local.reason != "missing":
@@ -117,6 +122,7 @@ class StoreOpener:
                 refused = restore_changelog(
                     store, lambda a, b: changelog.read(partition, a, b), (start, high), identity,
                     told, entries=lambda a, b: changelog.entries(partition, a, b),
+                    changelog_id=changelog.topic_id,
                 )  # fmt: skip
             except Cancelled:
                 store.close()  # what it wrote says `restoring`: the next assignment goes on

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from resultlog.consumers.aggregator.store._codec import META
+from resultlog.consumers.aggregator.store._meta import GENERATION_KEY
 from resultlog.consumers.errors import ConsumerError
 
 __all__ = [
@@ -71,10 +72,13 @@ class Changelog(Protocol):
 
 @dataclass(frozen=True)
 class Tail:
-    """Where a changelog partition's last marker is, and the keys written after it."""
+    """Where a changelog partition's last marker is, and the keys written after it (with
+    the generation marker's value among them: a retry writes it again, and compaction may
+    then have removed its first copy, before the marker)."""
 
     marker: ChangelogRecord | None
     after: frozenset[bytes]
+    generation_after: bytes | None = None
 
 
 def find_tail(
@@ -88,11 +92,15 @@ def find_tail(
         marker: ChangelogRecord | None = None
         seen = False
         after: set[bytes] = set()
+        generation: bytes | None = None
         for record in read(low, end):
             if record.key == META:
                 marker, seen, after = (record if record.value else None), True, set()
+                generation = None
             else:
                 after.add(record.key)
+                if record.key == GENERATION_KEY:
+                    generation = record.value
         if seen or low <= start:
-            return Tail(marker, frozenset(after))
+            return Tail(marker, frozenset(after), generation)
         low = max(start, end - 2 * (end - low))

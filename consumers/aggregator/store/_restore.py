@@ -16,7 +16,7 @@ from resultlog.consumers.aggregator.store._codec import (
     StoreFormatError,
     decode_totals,
 )
-from resultlog.consumers.aggregator.store._meta import LogIdentity, StoreMeta
+from resultlog.consumers.aggregator.store._meta import GENERATION_KEY, LogIdentity, StoreMeta
 from resultlog.consumers.aggregator.store._open import Refused, foreign
 from resultlog.consumers.aggregator.store._records import ChangelogRecord, Entries, find_tail
 from resultlog.consumers.aggregator.store._store import PartitionStore
@@ -38,10 +38,13 @@ def restore_changelog(
     progress: Callable[[int], None] | None = None,
     *,
     entries: ReadEntries | None = None,
+    changelog_id: str | None = None,
 ) -> Refused | None:
     """Apply the complete flushes of changelog offsets [start, end) to the store (`entries`:
-    a faster read of the same records, in lists); why the changelog cannot be used (then the
-    store holds garbage: the caller empties it)."""
+    a faster read of the same records, in lists; `changelog_id`: the topic read, which its
+    flushes must name); why the changelog cannot be used (then the store holds garbage: the
+    caller empties it). The store must end holding the generation marker its last flush
+    names: read from where it starts, the changelog holds that generation's whole state."""
     start, end = span
     if end <= start:
         return None
@@ -55,6 +58,10 @@ def restore_changelog(
     except StoreFormatError as exc:
         return Refused("corrupt", f"an undecodable changelog marker: {exc}")
     refused = foreign(last, identity, store.partition)
+    if refused is None and changelog_id is not None and last.changelog_id != changelog_id:
+        refused = Refused(
+            "foreign_changelog", f"its flushes name changelog topic ID {last.changelog_id!r}"
+        )
     if refused is not None:
         return refused
     during = dataclasses.replace(last, changelog_offset=start, restoring=True)
@@ -71,6 +78,15 @@ def restore_changelog(
                 if progress is not None:
                     progress(held_to)
             held, held_to = batch, reached
+        generation = last.generation.encode()
+        reached = generation in (_generation(held, store), tail.generation_after)
+        if not last.generation or not reached:
+            store.write_restored(held, during)  # never trusted: its meta says `restoring`
+            return Refused(
+                "no_generation",
+                f"no whole state of generation {last.generation!r} from changelog offset "
+                f"{start} (a partial generation)",
+            )
         store.write_restored(held, dataclasses.replace(last, changelog_offset=stop))
     if progress is not None:
         progress(end)
@@ -128,10 +144,19 @@ def _in_lists(read: Read) -> ReadEntries:
     return lists
 
 
+def _generation(held: Entries, store: PartitionStore) -> bytes | None:
+    """The generation marker's value once `held` is written over the store."""
+    for key, value in reversed(held):
+        if key == GENERATION_KEY:
+            return value
+    return store.read(GENERATION_KEY)
+
+
 def _lost(store: PartitionStore, suspects: Iterable[bytes]) -> Refused | None:
     """Whether a run whose keys an interrupted flush wrote lost an entry to compaction: its
     entries no longer number what its totals say."""
-    for run in sorted({_run_of(key) for key in suspects}):
+    runs = {_run_of(key) for key in suspects if key[:1] != b"\x00"}  # not a marker
+    for run in sorted(runs):
         raw = store.read(TOTALS + run)
         latest = samples = 0
         if raw is not None:

@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,7 +51,13 @@ from resultlog.consumers.aggregator.store._codec import (
 )
 from resultlog.consumers.aggregator.store._files import OPEN_PATHS
 from resultlog.consumers.aggregator.store._maps import LatestMap, SampleMap, StoreMap
-from resultlog.consumers.aggregator.store._meta import FORMAT, FlushPhase, LogIdentity, StoreMeta
+from resultlog.consumers.aggregator.store._meta import (
+    FORMAT,
+    GENERATION_KEY,
+    FlushPhase,
+    LogIdentity,
+    StoreMeta,
+)
 from resultlog.consumers.aggregator.store._records import (
     Changelog,
     ChangelogError,
@@ -233,6 +240,24 @@ class PartitionStore:
         self.changelog_offset = 0  # the changelog offset after the last flush held here
         self._repair: set[bytes] = set()  # keys the changelog may hold wrongly: rewritten
         self._runs: set[RunKey] = set()  # runs whose totals the store holds (or a flush sends)
+        # The changelog generation it writes ("": none yet, its next flush writes it whole)
+        # and the ID of the changelog topic that generation is in.
+        self.generation = ""
+        self._generation_of = ""
+
+    def resume(self, meta: StoreMeta) -> None:
+        """Go on from what a meta on disk says the store holds."""
+        self.covers, self.changelog_offset = meta.next_offset, meta.changelog_offset
+        self.generation, self._generation_of = meta.generation, meta.changelog_id
+
+    @property
+    def whole_due(self) -> bool:
+        """Whether its next flush writes its state whole, beginning a changelog generation:
+        it has none yet, or the changelog is another topic now (deleted and re-created)."""
+        changelog = self.changelog
+        if changelog is None or self.identity is None:
+            return False
+        return not self.generation or self._generation_of != changelog.topic_id
 
     @property
     def phase(self) -> FlushPhase:
@@ -293,8 +318,9 @@ class PartitionStore:
         self._repair.update(keys)
 
     def republish(self) -> None:
-        """Write every entry to the changelog at the next flush: it does not back this store."""
-        self._repair.update(key for key, _ in self.items(b"") if key != META)
+        """Write every entry to the changelog at the next flush, a generation of its own: the
+        changelog does not back this store."""
+        self.generation = ""
 
     def flush(self, next_offset: int, *, wait: bool = True) -> None:
         """Send the pending entries and changed totals, with the results offset they cover,
@@ -303,7 +329,15 @@ class PartitionStore:
         A failed changelog write keeps its entries pending."""
         self.land(wait=True)  # one flush in flight: the changelog's records stay in order
         self._flushes += 1
+        whole = self.whole_due
+        if whole:
+            self._repair.update(key for key, _ in self.items(b"") if key[:1] != b"\x00")
         entries = self._entries()
+        if whole:  # the marker first: a restore that reaches it holds the whole state
+            assert self.changelog is not None  # whole_due says so
+            self.generation = uuid.uuid4().hex
+            self._generation_of = self.changelog.topic_id
+            entries.insert(0, (GENERATION_KEY, self.generation.encode()))
         if self.identity is None:
             self._disk.write(entries, None, True)
             self._sent()
@@ -319,6 +353,7 @@ class PartitionStore:
             self.changelog_offset,
             "" if changelog is None else changelog.topic_id,
             runs=len(self._runs),
+            generation=self.generation,
         )
         if changelog is None or not (entries or self.covers != next_offset):
             self._disk.write(entries, meta, changelog is None)
@@ -410,7 +445,7 @@ class PartitionStore:
         restore restarts from its start), logged once the earlier ones are on disk if not."""
         self._disk.write(entries, meta, not meta.restoring)
         if not meta.restoring:
-            self.covers, self.changelog_offset = meta.next_offset, meta.changelog_offset
+            self.resume(meta)
 
     def meta(self) -> StoreMeta | None:
         """The meta entry on disk (StoreFormatError if it does not decode)."""

@@ -5,17 +5,20 @@ The store is opened and its meta checked (`open_store`: this exact log, offsets 
 partition's, young enough); then it is judged against its changelog: a store whose changelog
 offset that changelog does not back (another changelog topic, or offsets it no longer holds)
 is not restored from it. An active store that is good as it is keeps its folds and is written
-whole to the changelog; any other is emptied and restored from the changelog's start. What
-is kept is restored from the changelog offset it holds.
+whole to the changelog; any other is emptied and restored from the changelog's start. So is
+a store saved longer ago than the changelog keeps tombstones (its own delete.retention.ms, as
+the broker says) when the changelog holds flushes after it: compaction may have removed the
+deletes (a purge) among them. What is kept is restored from the changelog offset it holds.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from resultlog.consumers.aggregator.store._changelog import KafkaChangelog
-from resultlog.consumers.aggregator.store._meta import LogIdentity
+from resultlog.consumers.aggregator.store._meta import LogIdentity, StoreMeta
 from resultlog.consumers.aggregator.store._open import Opened, Refused, destroy, open_store
 from resultlog.consumers.aggregator.store._records import ChangelogError
 from resultlog.consumers.aggregator.store._store import DEFAULT_MEMORY
@@ -85,5 +88,18 @@ def trust(
             return Trusted(found, (high, high), True, local)
         store, meta = destroy(store, space.cache_keys, space.memory_bytes), None
         found = Opened(store, None, {}, found.refused)
+    elif meta is not None and meta.changelog_offset < high and _outlived(meta, changelog):
+        local = Refused(
+            "stale_changelog",
+            f"saved longer ago than {changelog.topic}'s delete.retention.ms "
+            f"({changelog.delete_retention_ms} ms): deletes after it may be compacted away",
+        )
+        store, meta = destroy(store, space.cache_keys, space.memory_bytes), None
+        found = Opened(store, None, {}, local)
     start = low if meta is None else meta.changelog_offset
     return Trusted(found, (start, high), False, local)
+
+
+def _outlived(meta: StoreMeta, changelog: KafkaChangelog) -> bool:
+    """Whether the store was saved longer ago than the changelog keeps tombstones."""
+    return meta.written_at_ms < int(time.time() * 1000) - changelog.delete_retention_ms
