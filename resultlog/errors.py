@@ -27,6 +27,7 @@ ResultLogError                      the root (resultlog, resultlog.schemas)
 │   └── NotServedError              the HTTP API answers 404 or 503
 ├── ProducerError                   the writers: worker, leases, purge, spend (resultlog.producer)
 │   ├── PersistenceError
+│   │   └── TopicRecreatedError     the results topic was re-created under a writer
 │   ├── ModelError
 │   ├── SolverError
 │   ├── BenchmarkError
@@ -41,7 +42,9 @@ ResultLogError                      the root (resultlog, resultlog.schemas)
 │   ├── SpendLedgerError
 │   ├── WorkError
 │   ├── RescoreError
+│   │   └── SourceBusyError         the source run's writer still holds its lease
 │   ├── InspectPluginError
+│   │   └── ImportConflictError     an imported pair differs from its durable record
 │   └── LmEvalError
 │       └── LmEvalBudgetError
 ├── AnalysisError                   resultlog.analysis

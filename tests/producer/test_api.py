@@ -24,6 +24,8 @@ WORKER_API = {
     # runner
     "Progress",
     "RunResult",
+    "RunOptions",
+    "RunBudget",
     "Solver",
     "model_solver",
     "run_benchmark",
