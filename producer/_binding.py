@@ -83,6 +83,11 @@ class TopicBinding:
                 return _MISSING
             log.debug("cannot read the topic ID of %s: %s", self.topic, exc)
             return None
+        except TimeoutError:
+            # No broker answered in time (an outage, a restart): the topic is not known to
+            # have changed, and the write's own delivery reports say what became of it.
+            log.debug("cannot read the topic ID of %s: no answer in %.0f s", self.topic, timeout_s)
+            return None
 
     def _error(self, found: str) -> TopicRecreatedError:
         if found == _MISSING:
