@@ -43,6 +43,9 @@ from tests.support.waiting import wait_for
 
 MAX_SAMPLES = 2  # what can be in flight at the interrupt
 _ASKED_BEFORE_INTERRUPT = 6
+# A window for the interrupt: at 0.3 s an idle machine's eval finished its 16 pairs before
+# Inspect acted on the Ctrl-C sent after the sixth request (the log said success).
+LATENCY_S = 1.0
 
 
 def _interrupted(command: list[str], env: dict[str, str], server: ModelServer) -> None:
@@ -119,7 +122,7 @@ def test_eval_retry_with_the_plugin_publishes_what_it_reuses_and_asks_nothing_tw
     settings: Settings, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     log_dir = tmp_path / "logs"
-    with ModelServer(latency_s=0.3) as server:
+    with ModelServer(latency_s=LATENCY_S) as server:
         env = inspect_env(cli_env, server)
         _interrupted([INSPECT, "eval", TASK, *_options(log_dir, "retry")], env, server)
         prior = _only(log_dir)
@@ -144,7 +147,7 @@ def test_an_eval_set_rerun_with_the_plugin_publishes_what_it_reuses_and_asks_not
 ) -> None:
     log_dir = tmp_path / "logs"
     command = [INSPECT, "eval-set", TASK, *_options(log_dir, "set")]
-    with ModelServer(latency_s=0.3) as server:
+    with ModelServer(latency_s=LATENCY_S) as server:
         env = inspect_env(cli_env, server)
         _interrupted(command, env, server)
         prior = _only(log_dir)
@@ -163,7 +166,7 @@ def test_eval_retry_reuses_from_the_topic_the_pairs_its_log_lacks(
     settings: Settings, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     log_dir = tmp_path / "logs"
-    with ModelServer(latency_s=0.3) as server:
+    with ModelServer(latency_s=LATENCY_S) as server:
         env = inspect_env(cli_env, server)
         crashed = subprocess.Popen(
             [INSPECT, "eval", TASK, *_options(log_dir, "lost"), "--log-buffer", "100"],
