@@ -66,6 +66,20 @@ def _clean(log: EvalLog) -> set[tuple[str, int]]:
     return {(str(s.id), s.epoch - 1) for s in log.samples or () if s.error is None}
 
 
+def _eval_retry(prior: EvalLog, log_dir: Path, env: dict[str, str]) -> None:
+    """Continue `prior` with Inspect's own `eval-retry` (the plugin on); it must succeed."""
+    retried = subprocess.run(
+        [INSPECT, "eval-retry", prior.location, "--log-dir", str(log_dir)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+
+
 def _options(log_dir: Path, run_id: str) -> list[str]:
     return [
         "--model",
@@ -128,16 +142,7 @@ def test_eval_retry_with_the_plugin_publishes_what_it_reuses_and_asks_nothing_tw
         prior = _only(log_dir)
         assert prior.status == "cancelled"
         before = len(server.requests)
-        retried = subprocess.run(
-            [INSPECT, "eval-retry", prior.location, "--log-dir", str(log_dir)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-            check=False,
-        )
-        assert retried.returncode == 0, retried.stdout + retried.stderr
+        _eval_retry(prior, log_dir, env)
         _check(settings, "retry", server, before, prior)
 
 
@@ -184,16 +189,7 @@ def test_eval_retry_reuses_from_the_topic_the_pairs_its_log_lacks(
         prior = _only(log_dir)
         assert durable - _clean(prior)  # published, not in Inspect's log: the topic's alone
         before = len(server.requests)
-        retried = subprocess.run(
-            [INSPECT, "eval-retry", prior.location, "--log-dir", str(log_dir)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-            check=False,
-        )
-        assert retried.returncode == 0, retried.stdout + retried.stderr
+        _eval_retry(prior, log_dir, env)
         asked = Counter((r.sample_id, r.epoch) for r in server.requests[before:])
     assert not set(asked) & durable  # reused from the topic, not asked again
     assert set(asked.values()) == {1}
