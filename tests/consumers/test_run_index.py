@@ -13,7 +13,13 @@ from resultlog.producer import purge_run
 from resultlog.schemas import RunKey, SampleResult, partition_for, run_key_prefix
 from resultlog.settings import Settings
 from tests.support.aggregator import running
-from tests.support.kafka import TEST_PARTITIONS, produce_raw, read_partition, run_partition
+from tests.support.kafka import (
+    TEST_PARTITIONS,
+    delete_topic,
+    produce_raw,
+    read_partition,
+    run_partition,
+)
 from tests.support.records import make_record
 from tests.support.runindex import (
     full_scan,
@@ -61,13 +67,6 @@ def high(settings: Settings) -> int:
     return found[-1].offset + 1
 
 
-def delete_index(settings: Settings) -> None:
-    """Delete the run index topic, waiting until it is gone."""
-    with KafkaConnection(settings) as kafka:
-        admin = kafka.admin()  # referenced until its future is done
-        admin.delete_topics([settings.index_topic])[settings.index_topic].result(30)
-
-
 @pytest.fixture
 def history(settings: Settings) -> int:
     """The run's first half, many other records, its second half, indexed by an aggregator
@@ -111,7 +110,7 @@ def test_records_past_indexed_through_are_read_from_the_tail(
 def test_without_an_index_topic_readers_scan_and_say_so_once(
     settings: Settings, history: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    delete_index(settings)
+    delete_topic(settings, settings.index_topic)
     caplog.set_level(logging.INFO)
     out = read_one_run(settings, RUN)
     assert not out.guided
@@ -167,7 +166,7 @@ def test_the_run_keys_of_a_run_come_from_the_index_and_the_tails(
         caplog.clear()
         purge_run(kafka, RUN)
         assert run_keys_of(kafka, RUN.run_id) == [later]
-        delete_index(settings)
+        delete_topic(settings, settings.index_topic)
         assert run_keys_of(kafka, RUN.run_id) == [later]
     # Purge read the run through its entry; then `later` is read whole once, and without
     # the index each partition is read whole.

@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.support.aggregator import path
 from tests.support.audit import report
 from tests.support.cli import child_env, cli_argv
+from tests.support.kafka import delete_topic
 from tests.support.records import make_record
 from tests.support.runindex import put
 from tests.support.waiting import wait_for
@@ -73,19 +73,13 @@ def _log(settings: Settings) -> list[RunKey]:
     return runs
 
 
-def _delete_index(settings: Settings) -> None:
-    with KafkaConnection(settings) as kafka:
-        admin = kafka.admin()
-        admin.delete_topics([settings.index_topic])[settings.index_topic].result(30)
-
-
 @pytest.mark.parametrize("index", ["indexed", "no index"])
 def test_forty_concurrent_sample_views_keep_memory_and_healthz(
     settings: Settings, index: str, tmp_path: Path
 ) -> None:
     runs = _log(settings)
     if index == "no index":
-        _delete_index(settings)
+        delete_topic(settings, settings.index_topic)
     process = subprocess.Popen(
         cli_argv("aggregator", "--http", "127.0.0.1:0"),
         env=child_env(settings),

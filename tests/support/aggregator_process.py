@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
 from resultlog.settings import Settings
 from tests.support.aggregator import path
 from tests.support.cli import child_env, cli_argv, run_cli
+from tests.support.kafka import delete_topic
 from tests.support.processes import start
 from tests.support.records import make_record
 from tests.support.summaries import bare, expected
@@ -130,9 +130,7 @@ def recreate_results_topic(settings: Settings, topic: str | None = None) -> None
     """Delete the results topic (or `topic`) and create it again with `topics create` (a new
     topic ID)."""
     name = topic or settings.results_topic
-    with KafkaConnection(settings) as kafka:
-        admin = kafka.admin()  # kept referenced: its futures die with it
-        admin.delete_topics([name])[name].result(30)
+    delete_topic(settings, name)
     deadline = time.monotonic() + 60
     while True:
         done = run_cli(child_env(settings), "topics", "create")

@@ -79,6 +79,20 @@ def drop_topics(settings: Settings) -> None:
         shutil.rmtree(settings.aggregator_state_dir, ignore_errors=True)
 
 
+def delete_topic(settings: Settings, name: str) -> None:
+    """Delete one topic and wait until the broker's metadata no longer lists it.
+
+    The deletion's answer comes when the controller has it; the broker that serves reads may
+    list the topic, and serve it, a little longer (seen under load in CI)."""
+    with KafkaConnection(settings) as kafka:
+        admin = kafka.admin()  # held until the answer comes: the future does not keep it
+        admin.delete_topics([name])[name].result(DEADLINE_S)
+        wait_for(
+            lambda: name not in admin.list_topics(timeout=10).topics,
+            f"{name} gone from the metadata",
+        )
+
+
 def run_partition(settings: Settings, run_key: RunKey) -> int:
     """The partition of the run key's records and summary."""
     return partition_for(run_key, settings.partitions)
