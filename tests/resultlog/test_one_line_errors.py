@@ -136,7 +136,8 @@ def test_an_interrupt_while_starting_is_one_line() -> None:
 
 
 _INTERRUPTED_IN_CALLBACKS = """
-import logging, os, signal, sys, threading
+import faulthandler, logging, os, signal, sys, threading
+faulthandler.dump_traceback_later(90, exit=True)  # a hang shows where, before the test's timeout
 from confluent_kafka import Consumer
 from resultlog.cli._interrupt import raise_interrupts_whole
 
