@@ -144,6 +144,34 @@ def test_a_purged_run_never_comes_back_from_a_store_older_than_the_changelogs_to
         assert agg.metric("states_ignored_total", reason="stale_changelog") >= 1
 
 
+def test_a_purge_compacted_away_while_a_young_store_was_offline_is_not_served_again(
+    fresh: Settings,
+) -> None:
+    # The soak's seed 168132919: the changelog was compacted hard for a while (tombstones
+    # kept for no time), then set back. A store saved before the purge is young by the
+    # changelog's delete.retention.ms, yet the purge's deletes are gone from its changelog.
+    doomed, kept = RUNS[0], [k for k in RUNS[1:] if _same_partition(fresh, k, RUNS[0])]
+    write_many(fresh, two_epoch_records(RUNS, range(30)))
+    with aggregator_process(fresh) as agg:
+        agg.wait_equal(fresh, RUNS)
+    other = fresh.model_copy(update={"aggregator_state_dir": _state_dir(fresh).with_name("b")})
+    with aggregator_process(other) as agg:
+        agg.wait_equal(other, RUNS)
+        _purge(fresh, doomed)
+        wait_for(lambda: _status(agg.url, doomed) == 404, "the purge folded")
+    _compact_hard(fresh, run_partition(fresh, doomed), encode_run_key(doomed))
+    _alter_changelog(fresh, {"delete.retention.ms": str(24 * 60 * 60 * 1000)})
+    with aggregator_process(fresh) as agg:
+        if kept:
+            agg.wait_equal(fresh, kept)
+        wait_for(lambda: _status(agg.url, doomed) == 404, "the purged run gone")
+        for _ in range(20):
+            assert _status(agg.url, doomed) == 404
+            time.sleep(0.1)
+        assert agg.metric("states_ignored_total", reason="lost_records") >= 1
+        assert agg.metric("states_ignored_total", reason="stale_changelog") == 0
+
+
 def _same_partition(settings: Settings, a: RunKey, b: RunKey) -> bool:
     return partition_for(a, settings.partitions) == partition_for(b, settings.partitions)
 
@@ -172,13 +200,7 @@ def _compact_hard(settings: Settings, partition: int, run: bytes) -> None:
         "min.cleanable.dirty.ratio": "0.001",
         "min.compaction.lag.ms": "0",
     }
-    entries = [
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in wanted.items()
-    ]
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
-    with KafkaConnection(settings) as kafka:
-        admin = kafka.admin()
-        admin.incremental_alter_configs([resource])[resource].result(30)
+    _alter_changelog(settings, wanted)
 
     def gone() -> bool:
         filler = [(b"\x00filler", b"%d" % time.monotonic_ns(), partition)]
@@ -188,6 +210,18 @@ def _compact_hard(settings: Settings, partition: int, run: bytes) -> None:
         )
 
     wait_for(gone, "the run's records and tombstones compacted away", 180, every_s=0.3)
+
+
+def _alter_changelog(settings: Settings, wanted: dict[str, str]) -> None:
+    """Set configuration entries of the changelog topic."""
+    entries = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in wanted.items()
+    ]
+    topic = settings.changelog_topic
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    with KafkaConnection(settings) as kafka:
+        admin = kafka.admin()
+        admin.incremental_alter_configs([resource])[resource].result(30)
 
 
 def test_stores_rocksdb_refuses_are_moved_aside_and_the_partitions_restored(

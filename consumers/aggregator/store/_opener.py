@@ -15,6 +15,7 @@ from resultlog.consumers.aggregator.store._meta import LogIdentity
 from resultlog.consumers.aggregator.store._open import Opened, Refused, check_meta, destroy
 from resultlog.consumers.aggregator.store._records import ChangelogError
 from resultlog.consumers.aggregator.store._restore import restore_changelog
+from resultlog.consumers.aggregator.store._store import PartitionStore
 from resultlog.consumers.aggregator.store._trust import StoreSpace, Trusted, trust
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, TopicLayoutError
@@ -119,11 +120,13 @@ class StoreOpener:
                 told(start)
             started = time.monotonic()
             try:
-                refused = restore_changelog(
-                    store, lambda a, b: changelog.read(partition, a, b), (start, high), identity,
-                    told, entries=lambda a, b: changelog.entries(partition, a, b),
-                    changelog_id=changelog.topic_id,
-                )  # fmt: skip
+                refused = self._restore(store, (start, high), identity, told)
+                if refused is not None and refused.reason == "lost_records":
+                    # The changelog is whole; what this store held is not: read it all.
+                    self._ignored(partition, refused.reason, refused.detail)
+                    store = destroy(store, cache_keys, self._memory_bytes)
+                    found, start = Opened(store, None, {}, None), changelog.bounds(partition)[0]
+                    refused = self._restore(store, (start, high), identity, told)
             except Cancelled:
                 store.close()  # what it wrote says `restoring`: the next assignment goes on
                 raise
@@ -144,6 +147,22 @@ class StoreOpener:
         except ChangelogError as exc:
             refused = Refused("changelog", str(exc))
         return Opened(destroy(store, cache_keys, self._memory_bytes), None, {}, refused)
+
+    def _restore(
+        self,
+        store: PartitionStore,
+        span: tuple[int, int],
+        identity: LogIdentity,
+        told: Callable[[int], None] | None,
+    ) -> Refused | None:
+        """Apply the changelog's offsets `span` to the store."""
+        changelog, partition = self.changelog, store.partition
+        assert changelog is not None  # only restores with a changelog
+        return restore_changelog(
+            store, lambda a, b: changelog.read(partition, a, b), span, identity,
+            told, entries=lambda a, b: changelog.entries(partition, a, b),
+            changelog_id=changelog.topic_id,
+        )  # fmt: skip
 
     def _identify(self) -> LogIdentity | None:
         topic = self._kafka.results_topic

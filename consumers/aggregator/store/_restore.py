@@ -44,7 +44,10 @@ def restore_changelog(
     a faster read of the same records, in lists; `changelog_id`: the topic read, which its
     flushes must name); why the changelog cannot be used (then the store holds garbage: the
     caller empties it). The store must end holding the generation marker its last flush
-    names: read from where it starts, the changelog holds that generation's whole state."""
+    names: read from where it starts, the changelog holds that generation's whole state.
+    A store that held state before the read must see every offset of it: compaction takes
+    a tombstone (a purge) and the values it deleted together, so a record missing from what
+    it reads may be a delete it never applies (reason `lost_records`: restore it whole)."""
     start, end = span
     if end <= start:
         return None
@@ -66,6 +69,8 @@ def restore_changelog(
         return refused
     during = dataclasses.replace(last, changelog_offset=start, restoring=True)
     stop = tail.marker.offset + 1
+    incremental = not store.empty()
+    count = 0
     # Each list is written once the next one is read: the last goes with the final meta, so
     # a restore of one list (a short tail) is one durable write, as a flush is. The markers
     # are written too: the meta each write ends with overwrites them.
@@ -78,6 +83,14 @@ def restore_changelog(
                 if progress is not None:
                     progress(held_to)
             held, held_to = batch, reached
+            count += len(batch)
+        if incremental and count != stop - start:
+            store.write_restored(held, during)  # never trusted: its meta says `restoring`
+            return Refused(
+                "lost_records",
+                f"{stop - start - count} of changelog offsets {start} to {stop} are compacted "
+                "away, deletes among them maybe",
+            )
         generation = last.generation.encode()
         reached = generation in (_generation(held, store), tail.generation_after)
         if not last.generation or not reached:
