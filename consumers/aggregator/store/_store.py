@@ -415,9 +415,15 @@ class PartitionStore:
                 entries.append((totals_key(run_key), None))
         entries = self._outbox.merged(entries)
         if self._repair:
-            written = {key for key, _ in entries}
+            repair = self._repair - {key for key, _ in entries}
+            if GENERATION_KEY in repair:
+                # Never a tombstone (compaction would then take the generation's marker): the
+                # generation this store is of, or none when this flush begins a new one.
+                repair.discard(GENERATION_KEY)
+                if not self.whole_due:
+                    entries.append((GENERATION_KEY, self.generation.encode()))
             db = self._disk.db
-            entries.extend((k, db.get(k)) for k in self._repair if k not in written)
+            entries.extend((k, db.get(k)) for k in repair)
         return entries
 
     def _sent(self) -> None:
