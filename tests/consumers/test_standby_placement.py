@@ -1,13 +1,21 @@
-"""Which partitions each aggregator instance keeps warm: a ring of the group's members."""
+"""Which partitions each aggregator instance keeps warm: a ring of the group's members, as a
+child process describes the group."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections import Counter
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from resultlog.consumers.aggregator.standby import standby_partitions
+from resultlog.consumers.aggregator.standby._describer import GroupDescriber
+from resultlog.consumers.aggregator.standby._placement import GroupView
+from resultlog.kafka import KafkaConnection
+from resultlog.settings import Settings
+from tests.support.waiting import wait_for
 
 TWO = {"a": frozenset({0, 1, 2}), "b": frozenset({3, 4, 5})}
 THREE = {"a": frozenset({0, 1}), "b": frozenset({2, 3}), "c": frozenset({4, 5})}
@@ -69,3 +77,36 @@ def test_each_partition_has_min_of_replicas_and_other_members_copies(
         copies.update(kept.keys())
     want = min(replicas, len(disjoint) - 1)
     assert copies == Counter({p: want for p in seen if want})
+
+
+def test_the_group_is_described_through_a_child_that_is_replaced_when_it_dies(
+    settings: Settings,
+) -> None:
+    # librdkafka's admin client can abort its process on a timed-out coordinator request:
+    # the keeper asks through a child, and a dead child is replaced at the next question.
+    with KafkaConnection(settings) as kafka:
+        member = kafka.group_consumer(
+            settings.aggregator_group,
+            {"group.instance.id": "member-a", "auto.offset.reset": "earliest"},
+        )
+        member.subscribe([settings.results_topic])
+        describer = GroupDescriber(settings.client_config())
+        try:
+
+            def described() -> GroupView | None:
+                member.poll(0.2)
+                return describer.describe(settings.aggregator_group, settings.results_topic)
+
+            view = wait_for(described, "a stable group of one member")
+            assert set(view.partitions) == {"member-a"}
+            assert view.partitions["member-a"] == frozenset(range(settings.partitions))
+            child = describer._child
+            assert child is not None
+            os.kill(child.pid, signal.SIGABRT)
+            child.wait(10)
+            assert wait_for(described, "an answer from a new child") == view
+            assert describer._child is not None and describer._child.pid != child.pid
+        finally:
+            describer.close()
+            member.close()
+    assert child.returncode == -signal.SIGABRT

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient
 
 from resultlog.consumers.aggregator._health import StandbyHealth
 from resultlog.consumers.aggregator._kafka import delete_retention_ms, watermarks
 from resultlog.consumers.aggregator.standby._copy import Released, WarmCopy
-from resultlog.consumers.aggregator.standby._placement import describe_group, standby_partitions
+from resultlog.consumers.aggregator.standby._describer import GroupDescriber
+from resultlog.consumers.aggregator.standby._placement import standby_partitions
 from resultlog.consumers.aggregator.store import (
     KafkaChangelog,
     LogIdentity,
@@ -48,13 +48,14 @@ _LOG_EVERY_S = 30.0
 class _Clients:
     """What the keeper's thread reads with."""
 
-    admin: AdminClient
+    describer: GroupDescriber
     reader: Consumer  # results watermarks
     changelog: KafkaChangelog
     identity: LogIdentity
     max_age_ms: int
 
     def close(self) -> None:
+        self.describer.close()
         self.changelog.close()
         self.reader.close()
 
@@ -197,17 +198,17 @@ class StandbyKeeper:
 
     def _connect(self) -> _Clients:
         kafka = self._kafka
-        admin = kafka.admin()
-        partitions = kafka.partition_count(self._topic, admin)
+        partitions = kafka.partition_count(self._topic)
         cluster_id, topic_id = kafka.topic_identity(self._topic)
         identity = LogIdentity(cluster_id, self._topic, topic_id, partitions)
         changelog = KafkaChangelog(kafka)
-        return _Clients(admin, kafka.reader(), changelog, identity, delete_retention_ms(kafka))
+        describer = GroupDescriber(kafka.settings.client_config())
+        return _Clients(describer, kafka.reader(), changelog, identity, delete_retention_ms(kafka))
 
     def _place(self, clients: _Clients) -> None:
         """Open the copies the group's assignment wants of this instance, close the others."""
         now = time.monotonic()
-        view = describe_group(clients.admin, self._group, self._topic)
+        view = clients.describer.describe(self._group, self._topic)
         with self._lock:
             self._place_at = now + (_AFTER_REBALANCE_S if view is None else _PLACE_S)
             me = None if view is None else view.names.get(self._member)
