@@ -14,6 +14,9 @@ __all__ = ["Outcome", "closing_line", "write_figures"]
 
 _SOAK_DIR = re.compile(r"/\S*/resultlog-soak-[^/\s]+/")
 FIGURES = Path(__file__).resolve().parents[2] / "docs" / "_generated" / "soak.md"
+_RECENT = "The last soaks, newest first:"
+_RUNS_HEAD = "| when | seed | duration | faults | kinds | fewest of a kind | checks | violations |"
+_KEPT = 10
 
 
 @dataclass
@@ -69,9 +72,17 @@ def lines(outcome: Outcome) -> list[str]:
 
 
 def write_figures(outcome: Outcome, path: Path = FIGURES) -> None:
-    """The figures page the docs include."""
+    """The figures page the docs include: the last soak's figures, then the last few soaks
+    one row each (kept from the page as it was)."""
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(outcome.faults.items()))
+    fewest = min(outcome.faults.values(), default=0)
+    run = (
+        f"| {when} | {outcome.seed}{' (planted)' if outcome.planted else ''} "
+        f"| {outcome.seconds:.0f} s | {sum(outcome.faults.values())} | {len(outcome.faults)} "
+        f"| {fewest} | {outcome.checks} | {len(outcome.violations)} |"
+    )
+    earlier = _runs(path.read_text()) if path.exists() else []
     rows = [
         "<!-- Written by the last `make soak` (tests/soak/report.py); do not edit. -->",
         "",
@@ -94,5 +105,13 @@ def write_figures(outcome: Outcome, path: Path = FIGURES) -> None:
     # The soak's folder is gone (or kept only on this machine): paths are shown within it.
     shown = [_SOAK_DIR.sub("", v.line()) for v in outcome.violations]
     rows += ["", *[f"- {line}" for line in shown]] if shown else []
+    rows += ["", _RECENT, "", _RUNS_HEAD, "|---|---|---|---|---|---|---|---|"]
+    rows += [run, *earlier[: _KEPT - 1]]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(rows) + "\n")
+
+
+def _runs(page: str) -> list[str]:
+    """The rows of the recent soaks' table on the page, newest first."""
+    _, found, table = page.partition(_RUNS_HEAD)
+    return [line for line in table.splitlines()[2:] if line.startswith("| ")] if found else []

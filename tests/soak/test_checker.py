@@ -122,6 +122,17 @@ def test_the_figures_count_violations_by_kind_without_the_soak_folder(tmp_path: 
     assert "resultlog-soak-" not in text
 
 
+def test_the_figures_keep_the_last_soaks_one_row_each(tmp_path: Path) -> None:
+    page = tmp_path / "soak.md"
+    for seed in range(12):
+        faults = Counter({"broker kill": 3 + seed, "purge": 4})
+        write_figures(Outcome(seed=seed, seconds=600.0, planted=False, faults=faults), page)
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| 20")]
+    assert len(rows) == 10
+    assert [row.split(" | ")[1] for row in rows] == [str(seed) for seed in range(11, 1, -1)]
+    assert rows[0].endswith("| 600 s | 18 | 2 | 4 | 0 | 0 |")
+
+
 def test_the_closing_line_counts_faults_checks_and_violations() -> None:
     outcome = Outcome(seed=7, seconds=60.0, planted=False, faults=Counter(a=2, b=1), checks=5)
     assert closing_line(outcome) == "soak: 3 faults, 5 checks, 0 violations"
