@@ -33,6 +33,7 @@ if $quick; then
   write_args=(--rounds 2)
   rebuild_args=(--records 100000) peer_args=(--records 100000) memory_args=() fold_args=()
   history_args=(--others 0,100000,300000)
+  fold_cost_args=(--fold-cost 50000,200000 --new 20000 --settle 30)
   failover_args=(--records 100000)
   commands_args=(--others 100000)
   modules=(cli_startup one_run_commands codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory
@@ -50,6 +51,7 @@ else
   write_args=(--rounds 3 --profile)
   rebuild_args=(--records 100000,1000000) peer_args=(--records 100000) memory_args=() fold_args=()
   history_args=(--others 0,1000000,3000000)
+  fold_cost_args=(--fold-cost 250000,1000000)
   failover_args=(--records 1100000)
   commands_args=(--others 1000000)
   modules=(cli_startup one_run_commands codec fold_decode replay resume aggregator_latency ingest rebuild fold_memory
@@ -122,6 +124,9 @@ for module in "${modules[@]}"; do
   [[ -f "benchmarks/$module.py" ]] || continue
   args_of "$module"
   measure "$module" "$module" "${args[@]}"
+  if [[ "$module" == history ]]; then  # what folding costs as history grows: its own pass
+    measure "history fold cost" history "${fold_cost_args[@]}"
+  fi
 done
 
 if [[ "$fold_path" == compiled* ]]; then
