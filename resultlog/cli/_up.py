@@ -165,14 +165,24 @@ def _ours_to_stop(broker: LocalKafka, before: dict[str, Any]) -> bool:
 
 def _note(lock: IO[str], fields: dict[str, Any]) -> None:
     """Add `fields` to the lock file's record."""
+    _write_record(lock, {**_read_record(lock), **fields})
+
+
+def _read_record(lock: IO[str]) -> dict[str, Any]:
+    """The lock file's record (empty when there is none or it is not a JSON object)."""
     lock.seek(0)
     try:
         record = json.loads(lock.read() or "{}")
     except ValueError:
-        record = {}
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _write_record(lock: IO[str], record: dict[str, Any]) -> None:
+    """Replace the lock file's record with `record`."""
     lock.seek(0)
     lock.truncate()
-    lock.write(json.dumps({**record, **fields}))
+    lock.write(json.dumps(record))
     lock.flush()
 
 
@@ -203,16 +213,9 @@ def _only_one(directory: Path) -> Iterator[tuple[IO[str], dict[str, Any]]]:
             break
         lock.close()  # removed by the holder that just ended: lock the new one
     try:
-        lock.seek(0)
-        try:
-            before = json.loads(lock.read() or "{}")
-        except ValueError:
-            before = {}
-        lock.seek(0)
-        lock.truncate()
-        lock.write(json.dumps({"pid": os.getpid()}))
-        lock.flush()
-        yield lock, before if isinstance(before, dict) else {}
+        before = _read_record(lock)
+        _write_record(lock, {"pid": os.getpid()})
+        yield lock, before
     finally:
         path.unlink(missing_ok=True)  # before the lock is released: see _same_file
         lock.close()
