@@ -7,7 +7,6 @@ import socket
 import threading
 from collections import Counter
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from resultlog.producer.offline._app import App, Behavior, Config, LoggedRequest, State
@@ -122,12 +121,7 @@ class ModelServer:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     def _run(self, sock: socket.socket) -> None:
