@@ -55,6 +55,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _Decoded = TypeVar("_Decoded", SampleResult, FoldView)
+_Item = TypeVar("_Item")
 _STOP_EVERY = 1000  # messages read between looks at a reader's stop event
 
 
@@ -168,16 +169,12 @@ def _decode_latest(
     samples: range | None = None,
 ) -> tuple[list[_Decoded], Counter[str]]:
     """Decode each key's latest value (of `samples` only, if given); count the undecodable."""
-    decoded: list[_Decoded] = []
     reasons: Counter[str] = Counter()
-    with _building():
-        for raw_key, item in latest.items():
-            record = _decode_one(
-                kafka, raw_key, item, partition, decode, samples=samples, why=reasons
-            )
-            if record is not None:
-                decoded.append(record)
-    return decoded, reasons
+
+    def one(raw_key: bytes, item: tuple[int, bytes]) -> _Decoded | None:
+        return _decode_one(kafka, raw_key, item, partition, decode, samples=samples, why=reasons)
+
+    return _each_latest(latest, one), reasons
 
 
 def _decode_views(
@@ -191,22 +188,33 @@ def _decode_views(
     the same views, in the same order, and the same refusals."""
     ingestor = Ingestor(kafka.codec, kafka.settings.partitions)
     ingestor.expect(run_key, partition)
-    views: list[FoldView] = []
     reasons: Counter[str] = Counter()
+
+    def one(raw_key: bytes, item: tuple[int, bytes]) -> FoldView | None:
+        prefix = ingestor.read(raw_key, item[1], partition)
+        if prefix is None:
+            return _decode_one(
+                kafka, raw_key, item, partition, decode_view, samples=samples, why=reasons
+            )
+        if samples is None or prefix.sample_index in samples:
+            return view_of(prefix)
+        return None
+
+    return _each_latest(latest, one), reasons
+
+
+def _each_latest(
+    latest: dict[bytes, tuple[int, bytes]],
+    one: Callable[[bytes, tuple[int, bytes]], _Item | None],
+) -> list[_Item]:
+    """What `one` makes of each key's latest (offset, value), in order, but for its Nones."""
+    made: list[_Item] = []
     with _building():
         for raw_key, item in latest.items():
-            prefix = ingestor.read(raw_key, item[1], partition)
-            if prefix is None:
-                view = _decode_one(
-                    kafka, raw_key, item, partition, decode_view, samples=samples, why=reasons
-                )
-            elif samples is None or prefix.sample_index in samples:
-                view = view_of(prefix)
-            else:
-                view = None
-            if view is not None:
-                views.append(view)
-    return views, reasons
+            got = one(raw_key, item)
+            if got is not None:
+                made.append(got)
+    return made
 
 
 def _decode_one(
