@@ -16,14 +16,14 @@ from resultlog.schemas._types import (
     Timestamp,
 )
 from resultlog.schemas.keys import partition_for, run_key_prefix
-from resultlog.schemas.runkey import RunKey
+from resultlog.schemas.runkey import RunKey, RunKeyed
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 EndpointUrl = Annotated[str, Field(pattern=r"^https?://\S+$")]
 Temperature = Annotated[float, Field(ge=0.0, le=2.0, allow_inf_nan=False)]
 
 
-class ChunkTask(Frozen):
+class ChunkTask(RunKeyed, Frozen):
     """The run's identity and configuration, and the chunk's range [start, end); no secret."""
 
     format_version: Literal[1] = 1
@@ -67,11 +67,6 @@ class ChunkTask(Frozen):
                 f"chunk [{self.start}, {self.end}) must lie in the run's samples [{low}, {high})"
             )
         return self
-
-    @property
-    def run_key(self) -> RunKey:
-        """The run this chunk belongs to."""
-        return RunKey(self.run_id, self.benchmark_id, self.model)
 
     @property
     def sample_range(self) -> tuple[int, int]:

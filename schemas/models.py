@@ -25,7 +25,7 @@ from resultlog.schemas._types import (
     UnitInterval,
 )
 from resultlog.schemas.keys import encode_key
-from resultlog.schemas.runkey import RunKey
+from resultlog.schemas.runkey import RunKeyed
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
@@ -130,7 +130,7 @@ class _FoldedFields(Protocol):
     spent_cost: float | None
 
 
-class RecordRules:
+class RecordRules(RunKeyed):
     """The cross-field rules and derived values of a record, shared by SampleResult and the
     fold view (`schemas._view.FoldView`), so both accept and answer alike."""
 
@@ -163,11 +163,6 @@ class RecordRules:
                 f"spent_cost must be >= usage.total_cost, which it includes "
                 f"(spent_cost={self.spent_cost}, usage.total_cost={kept})"
             )
-
-    @property
-    def run_key(self: _FoldedFields) -> RunKey:
-        """The run this record belongs to."""
-        return RunKey(self.run_id, self.benchmark_id, self.model)
 
     @property
     def degraded(self: _FoldedFields) -> bool:

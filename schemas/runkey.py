@@ -6,6 +6,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 from resultlog.schemas.errors import SchemaError
 
@@ -35,6 +36,26 @@ class RunKey:
     def __post_init__(self) -> None:
         for name in ("run_id", "benchmark_id", "model"):
             _check_part(name, getattr(self, name))
+
+
+class _RunKeyParts(Protocol):
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def benchmark_id(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+
+
+class RunKeyed:
+    """The run key of a model whose `run_id`, `benchmark_id` and `model` fields make one."""
+
+    __slots__ = ()
+
+    @property
+    def run_key(self: _RunKeyParts) -> RunKey:
+        """The run it belongs to."""
+        return RunKey(self.run_id, self.benchmark_id, self.model)
 
 
 def _check_part(name: str, value: object) -> None:

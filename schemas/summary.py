@@ -17,7 +17,7 @@ from resultlog.schemas._types import (
     Timestamp,
 )
 from resultlog.schemas.keys import encode_run_key
-from resultlog.schemas.runkey import RunKey
+from resultlog.schemas.runkey import RunKeyed
 
 _PARTITION = re.compile(r"0|[1-9][0-9]*")
 
@@ -49,7 +49,7 @@ class AsOf(Frozen):
         return offsets
 
 
-class RunSummary(Frozen):
+class RunSummary(RunKeyed, Frozen):
     """Aggregate of a run key's latest records (docs/design.md, rules 12 and 13)."""
 
     format_version: Literal[1] = 1
@@ -84,11 +84,6 @@ class RunSummary(Frozen):
                 f"(correct_answers={self.correct_answers}, total_questions={self.total_questions})"
             )
         return self
-
-    @property
-    def run_key(self) -> RunKey:
-        """The run this summary describes."""
-        return RunKey(self.run_id, self.benchmark_id, self.model)
 
     @property
     def key(self) -> bytes:
