@@ -35,43 +35,48 @@ class _StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         health, runs = self._snapshot()
-        yield GaugeMetricFamily(f"{_PREFIX}_runs_tracked", "Runs held in memory.", value=runs)
-        yield GaugeMetricFamily(
-            f"{_PREFIX}_partitions_assigned",
-            "Results-topic partitions assigned to this instance.",
-            value=len(health.partitions),
-        )
-        yield GaugeMetricFamily(
-            f"{_PREFIX}_ready",
-            "1 when every assigned partition is caught up.",
-            value=float(health.ready),
-        )
-        lag = GaugeMetricFamily(
-            f"{_PREFIX}_consumer_lag",
-            "Records between the read position and the high watermark.",
-            labels=["partition"],
-        )
-        for partition in health.partitions:
-            lag.add_metric([str(partition.partition)], partition.lag)
-        yield lag
-        yield from _standby(health)
+        for name, text, read in _STATE_GAUGES:
+            value = read(health, runs)
+            if isinstance(value, float):
+                yield GaugeMetricFamily(f"{_PREFIX}_{name}", text, value=value)
+                continue
+            gauge = GaugeMetricFamily(f"{_PREFIX}_{name}", text, labels=["partition"])
+            for partition, amount in value:
+                gauge.add_metric([str(partition)], amount)
+            yield gauge
 
 
-def _standby(health: Health) -> Iterator[Metric]:
-    """The partitions kept warm for other instances, and how far behind each copy is."""
-    yield GaugeMetricFamily(
-        f"{_PREFIX}_standby_partitions",
+# The state's gauges, in the exposition's order: a value, or one value per partition.
+_STATE_GAUGES: tuple[
+    tuple[str, str, Callable[[Health, int], float | list[tuple[int, int]]]], ...
+] = (
+    ("runs_tracked", "Runs held in memory.", lambda _, runs: float(runs)),
+    (
+        "partitions_assigned",
+        "Results-topic partitions assigned to this instance.",
+        lambda health, _: float(len(health.partitions)),
+    ),
+    (
+        "ready",
+        "1 when every assigned partition is caught up.",
+        lambda health, _: float(health.ready),
+    ),
+    (
+        "consumer_lag",
+        "Records between the read position and the high watermark.",
+        lambda health, _: [(p.partition, p.lag) for p in health.partitions],
+    ),
+    (
+        "standby_partitions",
         "Results-topic partitions this instance keeps warm copies of (standby replicas).",
-        value=len(health.standby),
-    )
-    behind = GaugeMetricFamily(
-        f"{_PREFIX}_standby_lag",
+        lambda health, _: float(len(health.standby)),
+    ),
+    (
+        "standby_lag",
         "Changelog records a warm copy has not applied yet.",
-        labels=["partition"],
-    )
-    for copy in health.standby:
-        behind.add_metric([str(copy.partition)], copy.behind)
-    yield behind
+        lambda health, _: [(copy.partition, copy.behind) for copy in health.standby],
+    ),
+)
 
 
 class _SpendCollector(Collector):
