@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from resultlog._pem import PemError, check_private
-from resultlog.cli._args import run_key_part
+from resultlog.cli._args import add_group, run_key_part
 from resultlog.cli._connect import connect
 from resultlog.errors import CliError
 from resultlog.schemas.errors import ResultLogError
@@ -40,9 +40,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         metavar="HOST:PORT",
         help="where to serve the HTTP API (port 0: any free port); default 127.0.0.1:8080",
     )
-    parser.add_argument(
-        "--group", type=run_key_part("group"), default=None, help="consumer group id"
-    )
+    add_group(parser, help="consumer group id")
     parser.add_argument(
         "--instance-id",
         type=run_key_part("instance id"),

@@ -13,7 +13,11 @@ from resultlog.schemas import InvalidRunKeyError, RunKey, check_run_key_part
 
 __all__ = [
     "HelpFormatter",
+    "add_concurrency",
+    "add_epochs",
+    "add_group",
     "add_run_key",
+    "add_run_key_part",
     "benchmark_name",
     "int_between",
     "parse_range",
@@ -32,6 +36,8 @@ _RUN_KEY_HELP = {
 }
 
 _MAX_PART = 256
+_MAX_CONCURRENCY = 1024
+_MAX_EPOCHS = 1000
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -83,15 +89,37 @@ def run_key_part(name: str) -> Callable[[str], str]:
 
 def add_run_key(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     """Add --run-id, --benchmark and --model: the run key a command is about."""
-    for dest, name in _RUN_KEY_OPTIONS:
-        option = "--" + dest.replace("_", "-")
-        parser.add_argument(
-            option,
-            dest=dest,
-            required=required,
-            type=run_key_part(name),
-            help=_RUN_KEY_HELP[dest],
-        )
+    for dest, _ in _RUN_KEY_OPTIONS:
+        add_run_key_part(parser, dest, help=_RUN_KEY_HELP[dest], required=required)
+
+
+def add_run_key_part(
+    parser: argparse.ArgumentParser, dest: str, *, help: str, required: bool = True
+) -> None:
+    """Add one of --run-id, --benchmark and --model (`dest` names it), as a command means it."""
+    name = dict(_RUN_KEY_OPTIONS)[dest]
+    parser.add_argument(
+        "--" + dest.replace("_", "-"), required=required, type=run_key_part(name), help=help
+    )
+
+
+def add_concurrency(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """Add --concurrency: how much a command does at once (8 unless said)."""
+    parser.add_argument(
+        "--concurrency", type=positive_int("concurrency", _MAX_CONCURRENCY), default=8, help=help
+    )
+
+
+def add_group(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """Add --group: the consumer group a command joins or looks at (default: the settings')."""
+    parser.add_argument("--group", type=run_key_part("group"), default=None, help=help)
+
+
+def add_epochs(parser: argparse.ArgumentParser, *, default: int | None, help: str) -> None:
+    """Add --epochs: how many times each sample of a run is asked."""
+    parser.add_argument(
+        "--epochs", type=positive_int("epochs", _MAX_EPOCHS), default=default, help=help
+    )
 
 
 def run_key_of(args: argparse.Namespace, alternative: str | None = None) -> RunKey:

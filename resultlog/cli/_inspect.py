@@ -11,7 +11,7 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from resultlog.cli._args import run_key_part
+from resultlog.cli._args import add_run_key_part
 from resultlog.cli._connect import connect
 from resultlog.errors import CliError
 
@@ -29,10 +29,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "resume",
         help="rebuild an eval's Inspect log from the topic and continue it (eval-retry)",
     )
-    resume.add_argument(
-        "--run-id",
-        required=True,
-        type=run_key_part("run id"),
+    add_run_key_part(
+        resume,
+        "run_id",
         help="the eval's run id (its --metadata resultlog_run=NAME, or RESULTLOG_RUN_ID)",
     )
     resume.add_argument(
@@ -68,10 +67,10 @@ def _register_import(actions: argparse._SubParsersAction[Any]) -> None:
     imported.add_argument(
         "logs", nargs="+", metavar="LOG_OR_DIR", help="Inspect logs, or directories of them"
     )
-    imported.add_argument(
-        "--run-id",
-        type=run_key_part("run id"),
-        default=None,
+    add_run_key_part(
+        imported,
+        "run_id",
+        required=False,
         help="the run to import into (default: each eval's resultlog_run metadata, else "
         "RESULTLOG_RUN_ID, else its eval id)",
     )

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from resultlog._argtypes import bounded
-from resultlog.cli._args import run_key_part
+from resultlog.cli._args import add_run_key_part
 from resultlog.cli._connect import connect
 from resultlog.cli._run import BUDGET_EXIT
 from resultlog.errors import CliError
@@ -30,7 +30,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "request is durable as it completes and served from the log on a rerun of the run id; "
         "each document's outcome becomes a record of the results topic.",
     )
-    parser.add_argument("--run-id", required=True, type=run_key_part("run id"), help="the run's id")
+    add_run_key_part(parser, "run_id", help="the run's id")
     parser.add_argument(
         "--budget-usd",
         type=bounded("budget", float, 0.0, MAX_COST_USD),

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from resultlog._argtypes import bounded
-from resultlog.cli._args import add_run_key, positive_int, run_key_of, run_key_part
+from resultlog.cli._args import add_concurrency, add_run_key, run_key_of, run_key_part
 
 if TYPE_CHECKING:
     from resultlog.producer.rescore import RescoreResult
@@ -52,12 +52,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="stop asking the grader once its spend on the new run would pass this many USD",
     )
-    rescore.add_argument(
-        "--concurrency",
-        type=positive_int("concurrency", 1024),
-        default=8,
-        help="records scored at once",
-    )
+    add_concurrency(rescore, help="records scored at once")
     rescore.add_argument(
         "--wait",
         action="store_true",

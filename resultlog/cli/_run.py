@@ -10,7 +10,14 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from resultlog.cli._args import parse_range, positive_int, run_key_part
+from resultlog.cli._args import (
+    add_concurrency,
+    add_epochs,
+    add_run_key_part,
+    parse_range,
+    positive_int,
+    run_key_part,
+)
 from resultlog.cli._connect import connect
 from resultlog.cli._figures import usd
 from resultlog.errors import CliError
@@ -55,12 +62,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         ),
     )
     add_run_options(run)
-    run.add_argument(
-        "--concurrency",
-        type=positive_int("concurrency", 1024),
-        default=8,
-        help="model calls in flight at once",
-    )
+    add_concurrency(run, help="model calls in flight at once")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.add_argument(
         "--accept-config-change",
@@ -79,21 +81,16 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "benchmark", help="a built-in name (arith) or a JSONL file with id, input, target"
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        type=run_key_part("model"),
+    add_run_key_part(
+        parser,
+        "model",
         help="the model's name as the endpoint knows it (any name for the offline model)",
     )
-    parser.add_argument(
-        "--run-id",
-        required=True,
-        type=run_key_part("run id"),
-        help="a name you choose for the run; the same name resumes it",
+    add_run_key_part(
+        parser, "run_id", help="a name you choose for the run; the same name resumes it"
     )
-    parser.add_argument(
-        "--epochs",
-        type=positive_int("epochs", 1000),
+    add_epochs(
+        parser,
         default=1,
         help="how many times each sample is asked (accuracy averages a sample over them)",
     )

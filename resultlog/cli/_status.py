@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from resultlog.cli._args import add_run_key, positive_int, run_key_of, run_key_part
+from resultlog.cli._args import add_epochs, add_group, add_run_key, run_key_of
 from resultlog.cli._connect import connect
 from resultlog.cli._figures import json_text, usd
 from resultlog.errors import CliError
@@ -34,18 +34,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         description="What a re-run of the run key would skip and what it would ask again.",
     )
     add_run_key(status)
-    status.add_argument(
-        "--epochs",
-        type=positive_int("epochs", 1000),
+    add_epochs(
+        status,
         default=None,
         help="the epochs a re-run would use (default: the run's, from its newest record)",
     )
-    status.add_argument(
-        "--group",
-        type=run_key_part("group"),
-        default=None,
-        help="the worker group whose chunks to show (default: RESULTLOG_WORK_GROUP)",
-    )
+    add_group(status, help="the worker group whose chunks to show (default: RESULTLOG_WORK_GROUP)")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=status_command)
 

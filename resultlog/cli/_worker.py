@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from resultlog.cli._args import positive_int, run_key_part
+from resultlog.cli._args import add_concurrency, add_group, positive_int
 from resultlog.cli._connect import connect
 
 if TYPE_CHECKING:
@@ -21,18 +21,8 @@ __all__ = ["register"]
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     """Add `worker` to the command line."""
     worker = commands.add_parser("worker", help="run chunk tasks from the work topic")
-    worker.add_argument(
-        "--group",
-        type=run_key_part("group"),
-        default=None,
-        help="consumer group (default: RESULTLOG_WORK_GROUP, resultlog-workers)",
-    )
-    worker.add_argument(
-        "--concurrency",
-        type=positive_int("concurrency", 1024),
-        default=8,
-        help="(sample, epoch) pairs in flight within a chunk",
-    )
+    add_group(worker, help="consumer group (default: RESULTLOG_WORK_GROUP, resultlog-workers)")
+    add_concurrency(worker, help="(sample, epoch) pairs in flight within a chunk")
     worker.add_argument(
         "--max-chunks",
         type=positive_int("max chunks", 2**31 - 1),
