@@ -8,16 +8,15 @@ import threading
 import time
 from collections.abc import Sequence
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from resultlog.consumers._ingest import Ingested, Ingestor, stretches
 from resultlog.consumers.aggregator._index import RunIndexWriter
-from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator._state import Shared
+from resultlog.consumers.aggregator._member import Member
 from resultlog.consumers.aggregator.participants import Participant, overriding
 from resultlog.consumers.errors import ConsumerError
 from resultlog.consumers.fold import Contribution
-from resultlog.kafka import KafkaConnection, arrived
+from resultlog.kafka import arrived
 from resultlog.schemas import RegistryError
 
 __all__ = ["IngestStep"]
@@ -35,10 +34,7 @@ class IngestStep:
 
     def __init__(
         self,
-        kafka: KafkaConnection,
-        shared: Shared,
-        metrics: AggregatorMetrics,
-        consumer: Consumer,
+        member: Member,
         *,
         ingestor: Ingestor,
         index: RunIndexWriter,
@@ -46,10 +42,8 @@ class IngestStep:
         participants: Sequence[Participant],
         stopping: threading.Event,
     ) -> None:
+        kafka, self._shared, self._metrics, self._consumer = member
         self.topic = kafka.results_topic
-        self._shared = shared
-        self._metrics = metrics
-        self._consumer = consumer
         self._ingestor = ingestor
         self._index = index
         self._restoring = restoring  # the partitions' own set: it changes under us

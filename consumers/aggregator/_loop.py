@@ -15,17 +15,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import KafkaException
 
 from resultlog.consumers._ingest import Ingestor
 from resultlog.consumers.aggregator._index import RunIndexWriter
 from resultlog.consumers.aggregator._ingest_step import IngestStep
 from resultlog.consumers.aggregator._kafka import delete_retention_ms
 from resultlog.consumers.aggregator._layout import LayoutWatch
-from resultlog.consumers.aggregator._metrics import AggregatorMetrics
+from resultlog.consumers.aggregator._member import Member
 from resultlog.consumers.aggregator._partitions import Partitions
 from resultlog.consumers.aggregator._reconcile import SummaryWatcher
-from resultlog.consumers.aggregator._state import AggregatorState, Shared
+from resultlog.consumers.aggregator._state import AggregatorState
 from resultlog.consumers.aggregator.participants import (
     DeadLetters,
     Participant,
@@ -39,7 +39,6 @@ from resultlog.consumers.aggregator.participants import (
 )
 from resultlog.consumers.aggregator.standby import StandbyKeeper
 from resultlog.consumers.aggregator.store import Restorer, StoreOpener
-from resultlog.kafka import KafkaConnection
 
 __all__ = ["ConsumerLoop"]
 
@@ -52,10 +51,7 @@ class ConsumerLoop:
 
     def __init__(
         self,
-        kafka: KafkaConnection,
-        shared: Shared,
-        metrics: AggregatorMetrics,
-        consumer: Consumer,
+        member: Member,
         *,
         stopping: threading.Event,
         publish_interval_s: float,
@@ -65,6 +61,7 @@ class ConsumerLoop:
     ) -> None:
         """Check the topics, then subscribe `consumer` (closed on failure); `extra`
         participants are polled after the aggregator's own."""
+        kafka, shared, metrics, consumer = member
         self.topic = kafka.results_topic
         self.failure: BaseException | None = None
         self._stopping = stopping
@@ -107,12 +104,12 @@ class ConsumerLoop:
                 *extra,
             ]
             self._partitions = Partitions(
-                kafka, shared, metrics, consumer, restorer=self._restorer, participants=participants
+                member, restorer=self._restorer, participants=participants
             )
             self._participants: list[Participant] = [self._partitions, *participants]
             self._timed = overriding(self._participants, "deadline")
             self._ingest = IngestStep(
-                kafka, shared, metrics, consumer,
+                member,
                 ingestor=Ingestor(kafka.codec, results), index=index,
                 restoring=self._partitions.restoring, participants=participants, stopping=stopping,
             )  # fmt: skip

@@ -13,8 +13,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from resultlog.consumers.aggregator._kafka import watermarks
 from resultlog.consumers.aggregator._layout import check_layout
-from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator._state import Shared
+from resultlog.consumers.aggregator._member import Member
 from resultlog.consumers.aggregator.participants import (
     Adoption,
     Participant,
@@ -24,7 +23,6 @@ from resultlog.consumers.aggregator.participants import (
 )
 from resultlog.consumers.aggregator.store import Restore, Restorer
 from resultlog.consumers.errors import ConsumerError
-from resultlog.kafka import KafkaConnection
 
 __all__ = ["Partitions"]
 
@@ -36,23 +34,13 @@ class Partitions(Participant):
     the partitions whose stores are restored."""
 
     def __init__(
-        self,
-        kafka: KafkaConnection,
-        shared: Shared,
-        metrics: AggregatorMetrics,
-        consumer: Consumer,
-        *,
-        restorer: Restorer,
-        participants: Sequence[Participant],
+        self, member: Member, *, restorer: Restorer, participants: Sequence[Participant]
     ) -> None:
-        self.topic = kafka.results_topic
+        self._kafka, self._shared, self._metrics, self._consumer = member
+        self.topic = self._kafka.results_topic
         # Assigned, paused until their stores restored (changed in place: the ingest step
         # holds this set too).
         self.restoring: set[int] = set()
-        self._kafka = kafka
-        self._shared = shared
-        self._metrics = metrics
-        self._consumer = consumer
         self._restorer = restorer
         self._participants = participants
 

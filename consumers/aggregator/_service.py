@@ -11,6 +11,7 @@ from typing import TypeVar
 from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.aggregator._kafka import consumer_overrides
 from resultlog.consumers.aggregator._loop import ConsumerLoop
+from resultlog.consumers.aggregator._member import Member
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._state import (
     EVERY_RUN,
@@ -75,10 +76,7 @@ class Aggregator:
                 self._kafka, consumer, self.group_id, self.state_dir, replicas
             )
         self._loop = ConsumerLoop(
-            self._kafka,
-            self._shared,
-            self.metrics,
-            consumer,
+            Member(self._kafka, self._shared, self.metrics, consumer),
             stopping=self._stopping,
             publish_interval_s=self.publish_interval_s,
             state_dir=self.state_dir,

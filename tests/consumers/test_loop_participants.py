@@ -15,6 +15,7 @@ from resultlog.consumers._ingest import Ingested
 from resultlog.consumers._scan import watermark_offsets
 from resultlog.consumers.aggregator._kafka import consumer_overrides
 from resultlog.consumers.aggregator._loop import ConsumerLoop
+from resultlog.consumers.aggregator._member import Member
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
 from resultlog.consumers.aggregator._state import Shared
 from resultlog.consumers.aggregator.participants import (
@@ -99,7 +100,7 @@ def looping(settings: Settings, state_dir: Path) -> Iterator[tuple[ConsumerLoop,
         recorder = Recorder(shared)
         recorder.consumer = consumer
         loop = ConsumerLoop(
-            kafka, shared, metrics, consumer,
+            Member(kafka, shared, metrics, consumer),
             stopping=stopping, publish_interval_s=0.05, state_dir=state_dir,
             extra=[recorder],
         )  # fmt: skip
