@@ -8,7 +8,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from fractions import Fraction
 from functools import cached_property
 from typing import Any
@@ -264,40 +264,38 @@ def _in_chunk(
     return ResumeState.of(records, epochs, loaded.undecodable)
 
 
+@dataclass(eq=False)
 class _Execution:
     """One call of run_benchmark: its state while pairs settle."""
 
-    def __init__(
-        self,
-        benchmark: Benchmark,
-        run: RunIdentity,
-        solver: Solver,
-        *,
-        store: ResultStore,
-        policy: WritePolicy,
-        degrade_solver_errors: bool,
-        on_progress: Callable[[Progress], None] | None,
-    ) -> None:
-        self.benchmark = benchmark
-        self.run_identity = run
-        self.solver = solver
-        self.store = store
-        self.policy = policy
-        self.degrade_solver_errors = degrade_solver_errors
-        self.on_progress = on_progress
-        self.completed: list[SampleResult] = []
-        self.deferred: list[SampleResult] = []
-        self.spent_now = Fraction(0)  # what this run's pairs added to their keys' spend
-        self.progress = Progress(0, 0, 0, 0)
-        self.durable = RunFold(run.run_key)  # the run key's log as this run knows it
-        self.previous: dict[tuple[int, int], _Durable] = {}  # the keys' latest records
-        self.whole: Callable[[FoldView], SampleResult] | None = None  # a loaded view's record
-        self.most_spent = 0.0  # the most one key of the log has cost
-        self.read_failed = False
-        self.budget: Admission | None = None
-        self.held: RunLease | None = None
-        self.holding: Callable[[], None] = lambda: None  # raises once the run's lease is lost
-        self.draining: asyncio.Event | None = None  # set: start no more pairs
+    benchmark: Benchmark
+    run_identity: RunIdentity
+    solver: Solver
+    _: KW_ONLY
+    store: ResultStore
+    policy: WritePolicy
+    degrade_solver_errors: bool
+    on_progress: Callable[[Progress], None] | None
+    completed: list[SampleResult] = field(default_factory=list, init=False)
+    deferred: list[SampleResult] = field(default_factory=list, init=False)
+    # What this run's pairs added to their keys' spend.
+    spent_now: Fraction = field(default=Fraction(0), init=False)
+    progress: Progress = field(default=Progress(0, 0, 0, 0), init=False)
+    durable: RunFold = field(init=False)  # the run key's log as this run knows it
+    # The keys' latest records.
+    previous: dict[tuple[int, int], _Durable] = field(default_factory=dict, init=False)
+    # A loaded view's record.
+    whole: Callable[[FoldView], SampleResult] | None = field(default=None, init=False)
+    most_spent: float = field(default=0.0, init=False)  # the most one key of the log has cost
+    read_failed: bool = field(default=False, init=False)
+    budget: Admission | None = field(default=None, init=False)
+    held: RunLease | None = field(default=None, init=False)
+    # Raises once the run's lease is lost.
+    holding: Callable[[], None] = field(default=lambda: None, init=False)
+    draining: asyncio.Event | None = field(default=None, init=False)  # set: start no more pairs
+
+    def __post_init__(self) -> None:
+        self.durable = RunFold(self.run_identity.run_key)
 
     async def resume(
         self, indexes: set[int], accept_config_change: bool

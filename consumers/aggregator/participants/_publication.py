@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import KW_ONLY, dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -31,25 +32,21 @@ def summary_publisher(kafka: KafkaConnection, metrics: AggregatorMetrics) -> Sum
     return SummaryPublisher(kafka, on_published=metrics.published.inc, on_failure=failed)
 
 
+@dataclass(eq=False)
 class Publication(Participant):
     """Every `interval_s`, publishes the changed runs of caught-up partitions (their lag
     refreshed once all are out); every pass, computes the summaries readers asked for."""
 
-    def __init__(
-        self,
-        shared: Shared,
-        publisher: SummaryPublisher,
-        consumer: Consumer,
-        *,
-        topic: str,
-        interval_s: float,
-    ) -> None:
-        self._shared = shared
-        self._publisher = publisher
-        self._consumer = consumer
-        self._topic = topic
-        self._interval_s = interval_s
-        self._next_tick = time.monotonic() + interval_s
+    shared: Shared
+    publisher: SummaryPublisher
+    consumer: Consumer
+    _: KW_ONLY
+    topic: str
+    interval_s: float
+    _next_tick: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._next_tick = time.monotonic() + self.interval_s
 
     def deadline(self) -> float:
         """When the next publication is due."""
@@ -58,11 +55,11 @@ class Publication(Participant):
     def poll(self, now: float) -> None:
         """Serve readers' requests; publish within a budget once due."""
         self._compute_wanted()
-        self._publisher.poll()
+        self.publisher.poll()
         # A tick spreads its folds over passes, so ingestion and readers never wait for
         # every changed run to be folded at once.
         if now >= self._next_tick and self._tick(_TICK_BUDGET_S):
-            self._next_tick = time.monotonic() + self._interval_s
+            self._next_tick = time.monotonic() + self.interval_s
 
     def revoked(self, revocation: Revocation) -> None:
         """Publish what is pending for revoked partitions (their next owner starts after)."""
@@ -75,12 +72,12 @@ class Publication(Participant):
 
     def close(self) -> None:
         """Deliver what is queued."""
-        self._publisher.flush(_FLUSH_S)
+        self.publisher.flush(_FLUSH_S)
 
     def _compute_wanted(self, budget_s: float | None = None) -> None:
         """Compute the summaries readers (or the publisher) asked for, outside the lock."""
-        with self._shared.lock:
-            jobs = self._shared.state.take_jobs(utc_now())
+        with self.shared.lock:
+            jobs = self.shared.state.take_jobs(utc_now())
         if not jobs:
             return
         done: list[Job] = []
@@ -91,16 +88,16 @@ class Publication(Participant):
                 break  # the rest stay stale: readers ask again, the next tick goes on
             done.append(job)
             summaries.append(job.compute())
-        with self._shared.computed:
-            self._shared.state.cache_summaries(done, summaries)
-            self._shared.computed.notify_all()
+        with self.shared.computed:
+            self.shared.state.cache_summaries(done, summaries)
+            self.shared.computed.notify_all()
 
     def _tick(self, budget_s: float | None = None) -> bool:
         """Publish changed runs (within the budget) and refresh lag; True once all are out."""
         finished = self._publish_changed(budget_s=budget_s)
         if finished:
-            with self._shared.lock:
-                assigned = list(self._shared.state.partitions)
+            with self.shared.lock:
+                assigned = list(self.shared.state.partitions)
             for partition in assigned:
                 self._observe_high(partition)
         return finished
@@ -109,25 +106,25 @@ class Publication(Participant):
         self, partitions: set[int] | None = None, budget_s: float | None = None
     ) -> bool:
         """Publish the changed runs whose summaries are computed; True if none is left."""
-        failed = self._publisher.take_failed()
-        state = self._shared.state
-        with self._shared.lock:
+        failed = self.publisher.take_failed()
+        state = self.shared.state
+        with self.shared.lock:
             for run_key in failed:
                 state.republish(run_key)
             state.want_changed(partitions)
         self._compute_wanted(budget_s)
-        with self._shared.lock:
+        with self.shared.lock:
             pending, finished = state.changed(utc_now(), partitions)
-        self._publisher.publish(pending)
+        self.publisher.publish(pending)
         return finished
 
     def _observe_high(self, partition: int) -> None:
         try:
-            _, high = self._consumer.get_watermark_offsets(
-                TopicPartition(self._topic, partition), cached=True
+            _, high = self.consumer.get_watermark_offsets(
+                TopicPartition(self.topic, partition), cached=True
             )
         except KafkaException:
             return  # lag is informational; the next tick tries again
         if high is not None and high >= 0:
-            with self._shared.lock:
-                self._shared.state.observe_high(partition, high)
+            with self.shared.lock:
+                self.shared.state.observe_high(partition, high)

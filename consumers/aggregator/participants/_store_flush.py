@@ -5,6 +5,7 @@ whole to it by its next flush."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from resultlog.consumers.aggregator._layout import LayoutWatch
 from resultlog.consumers.aggregator._state import Shared
@@ -16,31 +17,25 @@ __all__ = ["StoreFlush"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class StoreFlush(Participant):
     """Flushes the stores not flushed for `interval_s`: a restart reads a short tail."""
 
-    def __init__(
-        self,
-        shared: Shared,
-        interval_s: float,
-        layout: LayoutWatch | None = None,
-        changelog: KafkaChangelog | None = None,
-    ) -> None:
-        self._shared = shared
-        self._interval_s = interval_s
-        self._layout = layout
-        self._changelog = changelog
+    shared: Shared
+    interval_s: float
+    layout: LayoutWatch | None = None
+    changelog: KafkaChangelog | None = None
 
     def poll(self, now: float) -> None:
         """Follow the changelog to a new topic; flush the stores that are due."""
         self._follow_changelog()
-        with self._shared.lock:
-            self._shared.state.save(self._interval_s)
+        with self.shared.lock:
+            self.shared.state.save(self.interval_s)
 
     def _follow_changelog(self) -> None:
         """A changelog of another topic ID is a new one: every store writes itself whole to
         it before any other flush (`PartitionStore.whole_due`)."""
-        changelog, layout = self._changelog, self._layout
+        changelog, layout = self.changelog, self.layout
         if changelog is None or layout is None:
             return
         seen = layout.seen_changelog_id

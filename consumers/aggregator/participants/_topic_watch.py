@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from resultlog.consumers.aggregator._layout import MISSING, LayoutWatch
 from resultlog.consumers.aggregator._state import Shared
@@ -16,32 +17,27 @@ __all__ = ["TopicWatch"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class TopicWatch(Participant):
     """Acts on what the layout watch (a thread of its own) found; `rebuild` drops every
     partition, publishing nothing, and takes them again."""
 
-    def __init__(
-        self,
-        shared: Shared,
-        layout: LayoutWatch,
-        reconciliation: Reconciliation,
-        *,
-        topic: str,
-        rebuild: Callable[[], None],
-    ) -> None:
-        self._shared = shared
-        self._layout = layout
-        self._reconciliation = reconciliation
-        self._topic = topic
-        self._rebuild = rebuild
-        self._topic_id: str | None = None  # the ID of the results topic the state folds
-        self._recreated = False  # an adoption found another topic ID: rebuild everything
-        self._missing: set[int] = set()  # partitions served stale while the topic is missing
+    shared: Shared
+    layout: LayoutWatch
+    reconciliation: Reconciliation
+    _: KW_ONLY
+    topic: str
+    rebuild: Callable[[], None]
+    _topic_id: str | None = field(default=None, init=False)  # the one the state folds
+    # An adoption found another topic ID: rebuild everything.
+    _recreated: bool = field(default=False, init=False)
+    # The partitions served stale while the topic is missing.
+    _missing: set[int] = field(default_factory=set, init=False)
 
     def poll(self, now: float) -> None:
         """Raise the layout mismatch found; act on the results topic's ID."""
-        if self._layout.failure is not None:
-            raise self._layout.failure
+        if self.layout.failure is not None:
+            raise self.layout.failure
         self._watch_topic_id()
 
     def adopted(self, adoption: Adoption) -> None:
@@ -51,35 +47,33 @@ class TopicWatch(Participant):
         if identity is None:
             return
         if self._topic_id and identity.topic_id != self._topic_id:
-            self._reconciliation.other_log([adoption.partition])
-            with self._shared.lock:
-                self._recreated = any(
-                    p != adoption.partition for p in self._shared.state.partitions
-                )
+            self.reconciliation.other_log([adoption.partition])
+            with self.shared.lock:
+                self._recreated = any(p != adoption.partition for p in self.shared.state.partitions)
         self._topic_id = identity.topic_id
 
     def _watch_topic_id(self) -> None:
         """Rebuild everything once the results topic has another ID (deleted and re-created:
         another log); while it is missing, serve what is held marked stale."""
-        seen, known = self._layout.seen_id, self._topic_id
-        state = self._shared.state
+        seen, known = self.layout.seen_id, self._topic_id
+        state = self.shared.state
         if self._recreated or (seen and known and seen != known):
             log.warning(
                 "%s was deleted and re-created (topic ID %s, was %s): rebuilding its state",
-                self._topic, seen, known,
+                self.topic, seen, known,
             )  # fmt: skip
             self._topic_id = seen or known  # rebuilt once, even if its ID cannot be read now
             self._recreated = False
             self._missing.clear()
-            self._rebuild()
+            self.rebuild()
         elif seen == MISSING and known:
-            with self._shared.lock:
+            with self.shared.lock:
                 for number, partition in state.partitions.items():
                     if partition.caught_up:  # served from the summaries topic, stale
                         partition.caught_up = False
                         self._missing.add(number)
         elif seen == known and self._missing:  # it was not gone after all (a failed look)
-            with self._shared.lock:
+            with self.shared.lock:
                 for number in self._missing:
                     if number in state.partitions:
                         state.partitions[number].caught_up = True

@@ -23,6 +23,7 @@ import base64
 import binascii
 import hmac
 import threading
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from pydantic import SecretStr, TypeAdapter
@@ -149,28 +150,24 @@ def create_app(
     return app
 
 
+@dataclass(eq=False)
 class _Api:
     """The JSON routes (and /healthz, /metrics), reading from `source` and `samples`."""
 
-    def __init__(
-        self,
-        source: SummarySource,
-        samples: SampleCache,
-        reads: ReadPool,
-        published: PublishedSummaries | None,
-    ) -> None:
-        self._source = source
-        self._samples = samples
-        self._reads = reads
-        self._published = published
-        self._samples_route = reads.route(self.get_samples)
+    source: SummarySource
+    samples: SampleCache
+    reads: ReadPool
+    published: PublishedSummaries | None
+
+    def __post_init__(self) -> None:
+        self._samples_route = self.reads.route(self.get_samples)
 
     def routes(self) -> list[Route]:
         """Its routes, those that read the log on the read pool."""
         return [
             Route("/runs", self.list_runs, methods=["GET"]),
             Route("/runs/{rest:path}", self.get_run, methods=["GET"]),
-            Route("/compare", self._reads.route(self.compare), methods=["GET"]),
+            Route("/compare", self.reads.route(self.compare), methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/metrics", self.metrics, methods=["GET"]),
         ]
@@ -180,7 +177,7 @@ class _Api:
         filters, limit = _list_params(request)
         cursor = request.query_params.get("cursor")
         after = _after(cursor) if cursor is not None else None
-        found = self._source.page(where=RunFilter(**filters), after=after, limit=limit)
+        found = self.source.page(where=RunFilter(**filters), after=after, limit=limit)
         headers = {"X-Total-Count": str(found.total)}
         if found.next_after is not None:
             following = cursor_of(found.next_after)
@@ -205,7 +202,7 @@ class _Api:
     def get_summary(self, request: Request) -> Response:
         """A run's summary (marked stale while no instance holds its partition fresh)."""
         run_key, _ = run_route(request.scope["raw_path"])
-        found = served(self._source, run_key, self._published)
+        found = served(self.source, run_key, self.published)
         assert found.summary is not None
         return Response(
             summary_json(found.summary, stale=found.stale), media_type="application/json"
@@ -214,26 +211,26 @@ class _Api:
     def get_samples(self, request: Request, stop: threading.Event) -> Response:
         """A run's per-sample view, read from its partition."""
         run_key, _ = run_route(request.scope["raw_path"])
-        summary = served_summary(self._source, run_key, self._published)
-        return JSONResponse(read_samples(self._samples, summary, stop).as_json())
+        summary = served_summary(self.source, run_key, self.published)
+        return JSONResponse(read_samples(self.samples, summary, stop).as_json())
 
     def compare(self, request: Request, stop: threading.Event) -> Response:
         """Two runs of one benchmark, sample by sample."""
         keys = compare_keys(request.scope["query_string"])
         views = [
-            read_samples(self._samples, served_summary(self._source, k, self._published), stop)
+            read_samples(self.samples, served_summary(self.source, k, self.published), stop)
             for k in keys
         ]
         return JSONResponse(Comparison.of(*views).as_json())
 
     async def healthz(self, request: Request) -> Response:
         """Readiness; on the event loop: never queued behind routes that wait for threads."""
-        health = self._source.health()
+        health = self.source.health()
         return JSONResponse(health.as_json(), status_code=200 if health.ready else 503)
 
     def metrics(self, request: Request) -> Response:
         """The Prometheus exposition."""
-        body, content_type = self._source.exposition()
+        body, content_type = self.source.exposition()
         return Response(body, headers={"Content-Type": content_type})
 
 
