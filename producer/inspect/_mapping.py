@@ -22,24 +22,16 @@ from inspect_ai.scorer import value_to_float
 from pydantic_core import to_jsonable_python
 
 from resultlog.consumers import SCORER_PREFIX
+from resultlog.producer._harness import carried_metric, harness_record, verdict
 from resultlog.producer.inspect._payload import Payload, encode
 from resultlog.producer.inspect._task import TaskRun
-from resultlog.schemas import (
-    MAX_METRIC,
-    TRUSTED_JSON,
-    Harness,
-    RecordStatus,
-    SampleResult,
-    ScoreValue,
-    WriterProcess,
-)
+from resultlog.schemas import Harness, RecordStatus, SampleResult, ScoreValue, WriterProcess
 
 __all__ = ["score_fields", "to_record", "truncated_of"]
 
 _TO_FLOAT = value_to_float()  # C->1, I->0, P->0.5, N->0, yes/no, numbers (a factory)
 log = logging.getLogger(__name__)
 
-_VERDICT = {True: ScoreValue.C, False: ScoreValue.I}
 _HTTP_STATUS = re.compile(r"Error code: (\d{3})\b")
 
 
@@ -56,7 +48,7 @@ def to_record(
         "harness_payload": payload.data,
         "truncated": truncated_of(payload),
     }
-    return SampleResult.model_validate(fields, context=TRUSTED_JSON)
+    return harness_record(fields)
 
 
 def _identity(task: TaskRun, sample: EvalSample) -> dict[str, Any]:
@@ -128,11 +120,10 @@ def score_fields(scores: dict[str, InspectScore]) -> dict[str, Any]:
     # A scalar first value as a float, None if unscored or a dict or list: the C/I accuracy
     # holds only a value in [0, 1].
     numeric = metrics.get(SCORER_PREFIX + first_name)
-    if numeric is not None and not 0.0 <= numeric <= 1.0:
-        numeric = None
+    value = verdict(numeric)
     return {
-        "value": ScoreValue.S if numeric is None else _VERDICT[numeric >= 0.5],
-        "numeric": numeric,
+        "value": value,
+        "numeric": None if value is ScoreValue.S else numeric,
         "answer": first.answer,
         "explanation": first.explanation or "",
         "metrics": metrics,
@@ -155,7 +146,7 @@ def _scorer_values(scorer: str, value: Any) -> list[tuple[str, float]]:
         number = _TO_FLOAT(item)  # as Inspect's reducers do, None and unknown strings are 0
         if math.isnan(number):
             continue  # unscored: Inspect's reductions leave it out
-        if not -MAX_METRIC <= number <= MAX_METRIC:
+        if not carried_metric(number):
             log.warning("resultlog: %s = %r is out of a metric's bounds; not carried", metric, item)
             continue
         scored.append((metric, number))

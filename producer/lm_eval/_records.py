@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import numbers
 import os
 import socket
@@ -12,22 +11,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from resultlog.consumers import SCORER_PREFIX
+from resultlog.producer._harness import carried_metric, harness_record, verdict
 from resultlog.producer.lm_eval._answers import Answer, Tokens
 from resultlog.producer.lm_eval._config import canonical
 from resultlog.producer.lm_eval._durable import TaskState
-from resultlog.schemas import (
-    MAX_METRIC,
-    TRUSTED_JSON,
-    Harness,
-    RecordStatus,
-    SampleResult,
-    ScoreValue,
-    WriterProcess,
-)
+from resultlog.schemas import Harness, RecordStatus, SampleResult, ScoreValue, WriterProcess
 
 __all__ = ["task_records"]
-
-_VERDICT = {True: ScoreValue.C, False: ScoreValue.I}
 
 
 def task_records(
@@ -108,7 +98,7 @@ def _record(
         "target": _text(first.get("target")),
         "score": _score(logged),
     }
-    return SampleResult.model_validate(fields, context=TRUSTED_JSON)
+    return harness_record(fields)
 
 
 def _score(logged: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -123,10 +113,11 @@ def _score(logged: list[Mapping[str, Any]]) -> dict[str, Any]:
     primary = _number(first.get(names[0])) if names else None
     answer = first.get("filtered_resps")
     explanation = f"{names[0]},{first.get('filter', 'none')}" if names else ""
-    if primary is None or not 0.0 <= primary <= 1.0:
-        return {"value": ScoreValue.S, "metrics": metrics, "explanation": explanation}
+    outcome = verdict(primary)
+    if outcome is ScoreValue.S:
+        return {"value": outcome, "metrics": metrics, "explanation": explanation}
     return {
-        "value": _VERDICT[primary >= 0.5],
+        "value": outcome,
         "numeric": primary,
         "answer": _text(answer[0] if isinstance(answer, list) and answer else answer),
         "explanation": explanation,
@@ -139,9 +130,7 @@ def _number(value: Any) -> float | None:
     if not isinstance(value, numbers.Real):
         return None
     number = float(value)
-    if math.isnan(number) or not -MAX_METRIC <= number <= MAX_METRIC:
-        return None
-    return number
+    return number if carried_metric(number) else None
 
 
 def _prompt(arguments: Any) -> str:
