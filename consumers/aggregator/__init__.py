@@ -45,7 +45,7 @@ write them again: DLQ delivery is at-least-once.
 
 from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.aggregator._service import Aggregator
-from resultlog.consumers.aggregator._state import Lookup, RunFilter, RunsPage
+from resultlog.consumers.aggregator._state import Lookup, RunFilter, RunsPage, RunsQuery
 from resultlog.consumers.aggregator.web import (
     BadRequestError,
     HttpServer,
@@ -61,6 +61,7 @@ __all__ = [
     "Lookup",
     "RunFilter",
     "RunsPage",
+    "RunsQuery",
     "create_app",
     "run_key_from_path",
 ]

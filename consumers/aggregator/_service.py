@@ -6,21 +6,14 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, Unpack
 
 from resultlog.consumers.aggregator._health import Health
 from resultlog.consumers.aggregator._kafka import consumer_overrides
 from resultlog.consumers.aggregator._loop import ConsumerLoop
 from resultlog.consumers.aggregator._member import Member
 from resultlog.consumers.aggregator._metrics import AggregatorMetrics
-from resultlog.consumers.aggregator._state import (
-    EVERY_RUN,
-    Lookup,
-    RunFilter,
-    RunsPage,
-    Shared,
-    utc_now,
-)
+from resultlog.consumers.aggregator._state import Lookup, RunsPage, RunsQuery, Shared, utc_now
 from resultlog.consumers.aggregator.standby import StandbyKeeper
 from resultlog.consumers.aggregator.store import MOVED_ASIDE
 from resultlog.consumers.resume import RunRecords, read_run_records
@@ -124,33 +117,14 @@ class Aggregator:
         """A run's current summary, including every record applied before the call."""
         return self._fresh(lambda late: self._shared.state.lookup(run_key, utc_now(), compute=late))
 
-    def summaries(
-        self,
-        *,
-        where: RunFilter = EVERY_RUN,
-        limit: int | None = None,
-    ) -> list[RunSummary]:
-        """Current summaries of the runs this instance serves, in run key order."""
-        found = self.page(where=where, limit=limit)
-        return found.summaries
+    def summaries(self, **query: Unpack[RunsQuery]) -> list[RunSummary]:
+        """Current summaries of the runs `query` asks for (of all this instance serves, by
+        default), in run key order."""
+        return self.page(**query).summaries
 
-    def page(
-        self,
-        *,
-        where: RunFilter = EVERY_RUN,
-        after: RunKey | None = None,
-        limit: int | None = None,
-    ) -> RunsPage:
-        """A page of the current summaries (in run key order, after `after`) and the total."""
-        return self._fresh(
-            lambda late: self._shared.state.page(
-                utc_now(),
-                compute=late,
-                where=where,
-                after=after,
-                limit=limit,
-            )
-        )
+    def page(self, **query: Unpack[RunsQuery]) -> RunsPage:
+        """A page of the current summaries `query` asks for, and how many match in all."""
+        return self._fresh(lambda late: self._shared.state.page(utc_now(), compute=late, **query))
 
     def _fresh(self, attempt: Callable[[bool], T | None]) -> T:
         """Answer from current summaries, computing stale ones here, under the lock."""

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypedDict, Unpack
 
 from resultlog.consumers.aggregator._health import Health, PartitionHealth
 from resultlog.consumers.aggregator.store import PartitionStore
@@ -26,6 +27,7 @@ __all__ = [
     "PartitionState",
     "RunFilter",
     "RunsPage",
+    "RunsQuery",
     "Shared",
     "utc_now",
 ]
@@ -146,6 +148,15 @@ class RunFilter:
 
 
 EVERY_RUN = RunFilter()
+
+
+class RunsQuery(TypedDict, total=False):
+    """Which served runs a page holds, in run key order: those `where` matches (default:
+    every run), after `after` (default: from the first), at most `limit` (default: all)."""
+
+    where: RunFilter
+    after: RunKey | None
+    limit: int | None
 
 
 @dataclass(frozen=True)
@@ -308,17 +319,11 @@ class AggregatorState:
             return None
         return Lookup(state.summary(run_key, now), partition, assigned=True, rebuilding=False)
 
-    def page(
-        self,
-        now: datetime,
-        *,
-        compute: bool,
-        where: RunFilter = EVERY_RUN,
-        after: RunKey | None = None,
-        limit: int | None = None,
-    ) -> RunsPage | None:
-        """Served runs in run key order, filtered, after `after`, at most `limit` of them, and
-        how many match in all; None (and wishes) if a summary must be computed first."""
+    def page(self, now: datetime, *, compute: bool, **query: Unpack[RunsQuery]) -> RunsPage | None:
+        """The runs `query` asks for and how many match in all; None (and wishes) if a
+        summary must be computed first."""
+        where = query.get("where", EVERY_RUN)
+        after, limit = query.get("after"), query.get("limit")
         served: list[tuple[RunKey, PartitionState | RunSummary]] = [
             (run_key, state)
             for state in self.partitions.values()
@@ -354,15 +359,10 @@ class AggregatorState:
         return RunsPage(summaries, len(matching), chosen[-1][0] if more else None, stale)
 
     def summaries(
-        self,
-        now: datetime,
-        *,
-        compute: bool,
-        where: RunFilter = EVERY_RUN,
-        limit: int | None = None,
+        self, now: datetime, *, compute: bool, **query: Unpack[RunsQuery]
     ) -> list[RunSummary] | None:
-        """Summaries of served runs in run key order, filtered; None (and wishes) if stale."""
-        found = self.page(now, compute=compute, where=where, limit=limit)
+        """The summaries of the runs `query` asks for; None (and wishes) if stale."""
+        found = self.page(now, compute=compute, **query)
         return None if found is None else found.summaries
 
     def want_changed(self, partitions: set[int] | None = None) -> None:

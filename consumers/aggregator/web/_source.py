@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Protocol, Unpack
 
 from starlette.responses import JSONResponse, Response
 
 from resultlog.consumers._samples import RunSamples
 from resultlog.consumers.aggregator._health import Health
-from resultlog.consumers.aggregator._state import EVERY_RUN, Lookup, RunFilter, RunsPage
+from resultlog.consumers.aggregator._state import Lookup, RunsPage, RunsQuery
 from resultlog.consumers.aggregator.web._paths import describe
 from resultlog.consumers.aggregator.web._published import PublishedSummaries
 from resultlog.consumers.aggregator.web._samples import SampleCache
@@ -37,14 +37,8 @@ class SummarySource(Protocol):
         """One run's current summary."""
         ...
 
-    def page(
-        self,
-        *,
-        where: RunFilter = EVERY_RUN,
-        after: RunKey | None = None,
-        limit: int | None = None,
-    ) -> RunsPage:
-        """A page of current summaries, filtered, in run key order after `after`."""
+    def page(self, **query: Unpack[RunsQuery]) -> RunsPage:
+        """A page of the current summaries `query` asks for, and how many match in all."""
         ...
 
     def health(self) -> Health:
