@@ -59,32 +59,32 @@ class _Pending(NamedTuple):
     repeat: int
 
 
+@dataclass(eq=False, repr=False)  # a repr would print every task's answers
 class DurableLM:
     """Serves durable answers, asks the model the rest, and writes each answer as it comes."""
 
-    def __init__(
-        self,
-        lm: Any,
-        identity: ModelIdentity,
-        tasks: dict[str, TaskState],
-        answers: AnswerLog,
-        budget_usd: float | None = None,
-    ) -> None:
-        self.lm = lm
-        self._identity = identity
-        self._tasks = tasks
-        self._log = answers
-        self._budget = budget_usd
-        self._pending: defaultdict[str, deque[_Pending]] = defaultdict(deque)
-        self._written: set[str] = set()
-        self._stamps: defaultdict[str, deque[dict[str, Any]]] = defaultdict(deque)
-        self._cost = 0.0  # what the responses parsed since the last answer reported
-        self._tokens: Tokens | None = None
-        self._over: str | None = None  # why no further request may start
-        self._api = hasattr(lm, "_create_payload")
-        lm.set_cache_hook(_Hook(self))
+    lm: Any
+    identity: ModelIdentity
+    tasks: dict[str, TaskState]
+    answers: AnswerLog
+    budget_usd: float | None = None
+    _pending: defaultdict[str, deque[_Pending]] = field(
+        default_factory=lambda: defaultdict(deque), init=False
+    )
+    _written: set[str] = field(default_factory=set, init=False)
+    _stamps: defaultdict[str, deque[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(deque), init=False
+    )
+    # What the responses parsed since the last answer reported.
+    _cost: float = field(default=0.0, init=False)
+    _tokens: Tokens | None = field(default=None, init=False)
+    _over: str | None = field(default=None, init=False)  # why no further request may start
+
+    def __post_init__(self) -> None:
+        self._api = hasattr(self.lm, "_create_payload")
+        self.lm.set_cache_hook(_Hook(self))
         if self._api:
-            self._wrap_api(lm)
+            self._wrap_api(self.lm)
 
     def __getattr__(self, attr: str) -> Any:
         if attr in REQUEST_TYPES:
@@ -100,8 +100,8 @@ class DurableLM:
             digest = args_digest(request_type, request.args)
             occurrence = seen[digest]
             seen[digest] += 1
-            key = request_key(self._identity, request_type, request.args, occurrence)
-            task = self._tasks.get(request.task_name)
+            key = request_key(self.identity, request_type, request.args, occurrence)
+            task = self.tasks.get(request.task_name)
             found = task.answers.get(key) if task is not None else None
             if found is not None and task is not None:
                 served[i] = found.response
@@ -139,14 +139,14 @@ class DurableLM:
         if task.lease is not None:
             task.lease.check()  # a process that stalled past its lease writes nothing more
         answer = Answer(request_type, response, cost, pending.doc_id, pending.repeat, tokens)
-        self._log.write(task.run_key, pending.key, answer)
+        self.answers.write(task.run_key, pending.key, answer)
         self._written.add(pending.key)
         task.answers[pending.key] = answer
         task.asked += 1
         task.spent += cost
-        if self._budget is not None and task.spent >= self._budget:
+        if self.budget_usd is not None and task.spent >= self.budget_usd:
             self._over = (
-                f"{task.run_key} has spent {task.spent:.6f} of its {self._budget:.6f} USD budget"
+                f"{task.run_key} has spent {task.spent:.6f} of its {self.budget_usd:.6f} USD budget"
             )
             if not self._api:  # an API model is stopped before its next request instead
                 raise LmEvalBudgetError(self._over)
@@ -160,13 +160,13 @@ class DurableLM:
     def _check_budget(self, tasks: list[TaskState | None]) -> None:
         if self._over is not None:
             raise LmEvalBudgetError(self._over)
-        if self._budget is None:
+        if self.budget_usd is None:
             return
         for task in tasks:
-            if task is not None and task.spent >= self._budget:
+            if task is not None and task.spent >= self.budget_usd:
                 raise LmEvalBudgetError(
                     f"{task.run_key} has spent {task.spent:.6f} of its "
-                    f"{self._budget:.6f} USD budget; nothing more is asked"
+                    f"{self.budget_usd:.6f} USD budget; nothing more is asked"
                 )
 
     def _wrap_api(self, lm: Any) -> None:
