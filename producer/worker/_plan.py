@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +37,10 @@ class RunSpec:
     max_pair_usd: float | None = None
 
 
+# What a task carries of its spec as it is: the fields of one name in both.
+_CARRIED = tuple(item.name for item in fields(RunSpec) if item.name in ChunkTask.model_fields)
+
+
 def load_benchmark(source: str, limit: int | None) -> Benchmark:
     """A built-in benchmark or JSONL file, limited to its first `limit` samples."""
     benchmark = resolve_benchmark(source)
@@ -60,23 +64,12 @@ def plan_chunks(
             f"{spec.chunks} chunks for {high - low} samples: at most one chunk per sample"
         )
     common: dict[str, Any] = {
-        "run_id": spec.run_id,
+        **{name: getattr(spec, name) for name in _CARRIED},
         "benchmark_id": benchmark.name,
-        "model": spec.model,
-        "chunks": spec.chunks,
-        "benchmark": spec.benchmark,
         "dataset_sha256": dataset_sha256(samples),
         "dataset_size": len(samples),
-        "epochs": spec.epochs,
-        "limit": spec.limit,
         "range_start": spec.sample_range[0] if spec.sample_range else None,
         "range_end": spec.sample_range[1] if spec.sample_range else None,
-        "base_url": spec.base_url,
-        "degrade_solver_errors": spec.degrade_solver_errors,
-        "temperature": spec.temperature,
-        "max_tokens": spec.max_tokens,
-        "budget_usd": spec.budget_usd,
-        "max_pair_usd": spec.max_pair_usd,
         "created_at": now or datetime.now(UTC),
     }
     return [

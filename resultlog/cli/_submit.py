@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from resultlog.cli._args import positive_int
@@ -39,21 +40,8 @@ def submit_command(args: argparse.Namespace) -> int:
     from resultlog.producer import check_config
     from resultlog.producer.worker import RunSpec, plan_chunks, submit_chunks
 
-    spec = RunSpec(
-        benchmark=args.benchmark,
-        model=args.model,
-        run_id=args.run_id,
-        chunks=args.chunks,
-        epochs=args.epochs,
-        limit=args.limit,
-        sample_range=args.sample_range,
-        base_url=args.base_url,
-        degrade_solver_errors=args.degrade_solver_errors,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens,
-        budget_usd=args.budget_usd,
-        max_pair_usd=args.max_pair_usd,
-    )
+    # Each of the spec's fields is the option of its name (`add_run_options` and --chunks).
+    spec = RunSpec(**{item.name: getattr(args, item.name) for item in dataclasses.fields(RunSpec)})
     benchmark = benchmark_of(args)
     tasks = plan_chunks(spec, benchmark)  # every check before anything is written
     with connect() as kafka:
