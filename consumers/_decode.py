@@ -137,7 +137,7 @@ def view_of(prefix: FoldPrefix) -> FoldView:
             "epoch": prefix.epoch,
             "sample_id": prefix.sample_id,
             "status": RecordStatus.DEGRADED if prefix.degraded else RecordStatus.COMPLETED,
-            "created_at_ms": prefix.created_at_ms,
+            "created_at": prefix.created_at_ms,
             "epochs": prefix.epochs,
             "dataset_size": prefix.dataset_size,
             "selected_samples": prefix.selected_samples,

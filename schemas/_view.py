@@ -11,75 +11,41 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, Final, Literal, Self
+from typing import Any, Final
 
 import fastavro
-from pydantic import model_validator
 
 from resultlog.schemas._catalog import SchemaVersion
 from resultlog.schemas._limits import FIRST_MS, LAST_MS
-from resultlog.schemas._types import (
-    Cost,
-    Frozen,
-    Index,
-    Millis,
-    NonEmptyStr,
-    PositiveIndex,
-    RunKeyPart,
-)
-from resultlog.schemas.models import RecordError, RecordRules, RecordStatus, Score, Usage
+from resultlog.schemas.models import RecordHead
 
 __all__ = ["FOLD_FIELDS", "FoldView", "ViewPlan", "ViewPlans", "millis_error"]
 
 
 def millis_error(datum: dict[str, Any]) -> str | None:
-    """Move `created_at` to `created_at_ms`; why it is no datetime, if it is not one."""
-    millis = datum["created_at_ms"] = datum.pop("created_at")
+    """Why the datum's `created_at` (milliseconds) is no datetime, if it is not one."""
+    millis = datum["created_at"]
     if type(millis) is int and FIRST_MS <= millis <= LAST_MS:
         return None
     return f"created_at {millis!r} ms is not a datetime (year 1 to 9999)"
 
 
-class FoldView(RecordRules, Frozen):
+class FoldView(RecordHead[int]):
     """The fields of a SampleResult the fold reads, validated as a SampleResult validates them.
 
-    Read by `Codec.decode_fold_view`. `created_at_ms` is the record's `created_at` as the
-    wire holds it (milliseconds since the epoch). What follows `error` in the record is
-    neither read nor validated: `Codec.decode_sample_result` gives the whole record.
+    Read by `Codec.decode_fold_view`. `created_at` is the record's as the wire holds it
+    (milliseconds since the epoch), `created_at_ms` too. What follows `error` in the record
+    is neither read nor validated: `Codec.decode_sample_result` gives the whole record.
     """
 
-    format_version: Literal[1] = 1
-    run_id: RunKeyPart
-    benchmark_id: RunKeyPart
-    model: RunKeyPart
-    sample_index: Index
-    epoch: Index
-    sample_id: NonEmptyStr
-    status: RecordStatus
-    created_at_ms: int
-    epochs: PositiveIndex
-    dataset_size: Index | None = None
-    selected_samples: PositiveIndex | None = None
-    usage: Usage | None = None
-    generation_time_ms: Millis | None = None
-    attempts: Index | None = None
-    spent_cost: Cost | None = None
-    config_fingerprint: NonEmptyStr | None = None
-    score: Score
-    error: RecordError | None = None
-
-    @model_validator(mode="after")
-    def _check_invariants(self) -> Self:
-        """SampleResult's cross-field rules (they involve only the view's fields)."""
-        self.check_record_rules()
-        return self
+    @property
+    def created_at_ms(self) -> int:
+        """`created_at`: milliseconds since the epoch (as SampleResult.created_at_ms names it)."""
+        return self.created_at
 
 
-FOLD_FIELDS: Final = tuple(
-    "created_at" if name == "created_at_ms" else name for name in FoldView.model_fields
-)
-"""The SampleResult fields a fold view holds (FoldView's, `created_at` by its record name), in
-schema v3's order (its first 19 fields).
+FOLD_FIELDS: Final = tuple(FoldView.model_fields)
+"""The SampleResult fields a fold view holds, in schema v3's order (its first 19 fields).
 
 `error` is not folded, but reading it (one null byte in a completed record) keeps the rule
 "error is set exactly when status is degraded" checked.

@@ -359,7 +359,7 @@ class Codec:
         return self._samples.hand_prefix(_as_bytes(raw, where), self._registry, where)
 
     def _view_datum(self, raw: bytes, where: Location) -> dict[str, Any]:
-        """The fold prefix of a value, `created_at` moved to `created_at_ms`."""
+        """The fold prefix of a value, its `created_at` checked to be a datetime's milliseconds."""
         datum = self._samples.read_view(raw, self._registry, where, self._views)
         reason = millis_error(datum)
         if reason is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Literal, Protocol, Self
+from typing import Generic, Literal, Self, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -113,30 +113,37 @@ class WriterProcess(Frozen):
     pid: Count
 
 
-class _FoldedFields(Protocol):
-    """The fields a SampleResult and its fold view share, as the shared rules read them."""
+_At = TypeVar("_At")
 
-    run_id: str
-    benchmark_id: str
-    model: str
-    sample_index: int
-    epoch: int
-    epochs: int
-    dataset_size: int | None
-    selected_samples: int | None
+
+class RecordHead(RunKeyed, Frozen, Generic[_At]):
+    """The fields a record leads with (the fold's: schema v3's first 19, in its order) and
+    the rules across them, declared once for SampleResult and its fold view
+    (`schemas._view.FoldView`), so both accept and answer alike. `created_at` is of type
+    `_At`: a datetime in a SampleResult, the wire's milliseconds in a fold view."""
+
+    format_version: Literal[1] = 1
+    run_id: RunKeyPart
+    benchmark_id: RunKeyPart
+    model: RunKeyPart
+    sample_index: Index
+    epoch: Index
+    sample_id: NonEmptyStr
     status: RecordStatus
-    error: RecordError | None
-    usage: Usage | None
-    spent_cost: float | None
+    created_at: _At
+    epochs: PositiveIndex
+    dataset_size: Index | None = None
+    selected_samples: PositiveIndex | None = None
+    usage: Usage | None = None
+    generation_time_ms: Millis | None = None
+    attempts: Index | None = None
+    spent_cost: Cost | None = None
+    config_fingerprint: NonEmptyStr | None = None
+    score: Score
+    error: RecordError | None = None
 
-
-class RecordRules(RunKeyed):
-    """The cross-field rules and derived values of a record, shared by SampleResult and the
-    fold view (`schemas._view.FoldView`), so both accept and answer alike."""
-
-    __slots__ = ()
-
-    def check_record_rules(self: _FoldedFields) -> None:
+    @model_validator(mode="after")
+    def _check_record_rules(self) -> Self:
         """Refuse what the Avro types cannot express: epoch, index and selection within the
         run's shape, an error exactly when degraded, a spend that includes the kept cost."""
         if self.epoch >= self.epochs:
@@ -157,55 +164,33 @@ class RecordRules(RunKeyed):
             raise ValueError("error is required when status is 'degraded'")
         if not degraded and self.error is not None:
             raise ValueError("error must be null when status is 'completed'")
-        kept = _kept_cost(self)
+        kept = self.kept_cost
         if self.spent_cost is not None and self.spent_cost < kept:
             raise ValueError(
                 f"spent_cost must be >= usage.total_cost, which it includes "
                 f"(spent_cost={self.spent_cost}, usage.total_cost={kept})"
             )
+        return self
 
     @property
-    def degraded(self: _FoldedFields) -> bool:
+    def degraded(self) -> bool:
         """True for an outcome synthesized from an error."""
         return self.status is RecordStatus.DEGRADED
 
     @property
-    def kept_cost(self: _FoldedFields) -> float:
+    def kept_cost(self) -> float:
         """The cost of the attempt this record keeps (its usage)."""
-        return _kept_cost(self)
+        return self.usage.total_cost if self.usage is not None else 0.0
 
     @property
-    def spent(self: _FoldedFields) -> float:
+    def spent(self) -> float:
         """What this key has cost so far: spent_cost, or the kept cost for a v1 record."""
-        return _kept_cost(self) if self.spent_cost is None else self.spent_cost
+        return self.kept_cost if self.spent_cost is None else self.spent_cost
 
 
-def _kept_cost(record: _FoldedFields) -> float:
-    return record.usage.total_cost if record.usage is not None else 0.0
-
-
-class SampleResult(RecordRules, Frozen):
+class SampleResult(RecordHead[Timestamp]):
     """One result event, keyed by run key + (sample_index, epoch)."""
 
-    format_version: Literal[1] = 1
-    run_id: RunKeyPart
-    benchmark_id: RunKeyPart
-    model: RunKeyPart
-    sample_index: Index
-    epoch: Index
-    sample_id: NonEmptyStr
-    status: RecordStatus
-    created_at: Timestamp
-    epochs: PositiveIndex
-    dataset_size: Index | None = None
-    selected_samples: PositiveIndex | None = None
-    usage: Usage | None = None
-    generation_time_ms: Millis | None = None
-    attempts: Index | None = None
-    spent_cost: Cost | None = None
-    config_fingerprint: NonEmptyStr | None = None
-    score: Score
-    error: RecordError | None = None
     chunk_id: str | None = None
     chunk_index: Index | None = None
     worker: WriterProcess | None = None
@@ -222,8 +207,7 @@ class SampleResult(RecordRules, Frozen):
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Self:
-        """Cross-field rules the Avro types cannot express."""
-        self.check_record_rules()
+        """Cross-field rules the Avro types cannot express (after the head's)."""
         if (self.config is None) != (self.config_fingerprint is None):
             raise ValueError("config and config_fingerprint are set together or not at all")
         return self

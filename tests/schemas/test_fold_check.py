@@ -103,7 +103,7 @@ DATUMS = st.fixed_dictionaries(
         "config_fingerprint": _maybe(TEXT),
         "score": SCORE,
         "error": _maybe(ERROR),
-        "created_at_ms": st.integers(-(2**40), 2**40),
+        "created_at": st.integers(-(2**40), 2**40),
     }
 )
 
@@ -120,9 +120,8 @@ def _cut_v3_body(datum: dict[str, Any]) -> bytes | None:
     """The datum written with v3's cut schema (created_at a plain long): a fold prefix's bytes;
     None for a value its Avro type cannot hold (an int field past 32 bits)."""
     body = BytesIO()
-    fields = {k: v for k, v in datum.items() if k != "created_at_ms"}
     try:
-        schemaless_writer(body, CUT_V3, fields | {"created_at": datum["created_at_ms"]})
+        schemaless_writer(body, CUT_V3, datum)
     except ValueError:
         return None
     return body.getvalue()
@@ -141,7 +140,7 @@ def test_the_prefix_check_accepts_exactly_what_the_fold_view_model_accepts(
     assert prefix is not None
     parts = (prefix.run_id, prefix.benchmark_id, prefix.model)
     ours = prefix.acceptable() and all(map(is_run_key_part, parts))
-    assert ours == (_pydantic_accepts(datum) and FIRST_MS <= datum["created_at_ms"] <= LAST_MS)
+    assert ours == (_pydantic_accepts(datum) and FIRST_MS <= datum["created_at"] <= LAST_MS)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -94,10 +94,9 @@ def acceptable(prefix: FoldPrefix) -> bool:
 def pydantic_accepts(datum: dict[str, Any]) -> bool:
     """Whether FoldView validates a datum of the cut schema (`created_at` a long), and the
     datetime range the full decode reads `created_at` into holds it."""
-    fields = {k: v for k, v in datum.items() if k != "created_at"}
     millis = datum["created_at"]
     try:
-        FoldView.model_validate(fields | {"created_at_ms": millis}, context=TRUSTED_JSON)
+        FoldView.model_validate(datum, context=TRUSTED_JSON)
     except ValidationError:
         return False
     return bool(FIRST_MS <= millis <= LAST_MS)
