@@ -257,6 +257,8 @@ class KafkaConnection:
             cluster_id = admin.list_topics(topic, timeout=timeout_s).cluster_id
         except KafkaException as exc:
             raise KafkaClientError(f"cannot describe {topic}: {_reason(exc)}") from exc
+        except TimeoutError as exc:  # the future outlived its request's own timeout
+            raise KafkaClientError(f"cannot describe {topic}: no answer in {timeout_s}s") from exc
         if not cluster_id:
             raise KafkaClientError(f"the cluster of {topic} did not say its ID")
         return str(cluster_id), str(description.topic_id)

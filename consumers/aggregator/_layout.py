@@ -51,6 +51,8 @@ def topic_id(admin: AdminClient, topic: str) -> str | None:
         if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return MISSING
         return None
+    except TimeoutError:  # no answer in time (a broker down): not known to have changed
+        return None
 
 
 class LayoutWatch:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from confluent_kafka import KafkaError, Message
 
@@ -65,6 +67,18 @@ def test_a_missing_topic_is_a_one_line_error(kafka: KafkaConnection) -> None:
 def test_an_unreachable_broker_is_a_one_line_error() -> None:
     with pytest.raises(KafkaClientError, match=r"^cannot reach Kafka at 127\.0\.0\.1:1: "):
         unreachable().partition_count("any", timeout_s=1.0)
+
+
+def test_a_broker_that_never_answers_a_topic_id_look_up_is_a_client_error() -> None:
+    # Found by the soak (seed 1425635947): during a broker outage the look-up's future ran
+    # out before its request did, and a bare TimeoutError stopped the aggregator.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # accepts connections, never answers a request
+        port = silent.getsockname()[1]
+        silent_kafka = KafkaConnection(Settings(bootstrap_servers=f"127.0.0.1:{port}"))
+        with silent_kafka, pytest.raises(KafkaClientError, match="cannot describe results: "):
+            silent_kafka.topic_identity("results", timeout_s=1.0)
 
 
 def test_the_durable_producer_delivers(kafka: KafkaConnection) -> None:

@@ -77,7 +77,7 @@ class GroupDescriber:
         if self._child is not None and self._child.poll() is None:
             return self._child
         child = subprocess.Popen(
-            [sys.executable, "-m", __name__],
+            [sys.executable, "-c", f"from {__name__} import serve; serve()"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -109,7 +109,7 @@ def _view(found: dict[str, Any] | None) -> GroupView | None:
     return GroupView(found["names"], partitions)
 
 
-def _serve() -> None:
+def serve() -> None:
     """The child: answer one question per line of stdin, the first line its configuration."""
     from confluent_kafka.admin import AdminClient
 
@@ -131,7 +131,3 @@ def _serve() -> None:
             print(json.dumps(found), flush=True)
         except BrokenPipeError:  # the parent is gone
             return
-
-
-if __name__ == "__main__":
-    _serve()
