@@ -104,7 +104,8 @@ def write_figures(outcome: Outcome, path: Path = FIGURES) -> None:
     ]
     # The soak's folder is gone (or kept only on this machine): paths are shown within it.
     shown = [_SOAK_DIR.sub("", v.line()) for v in outcome.violations]
-    rows += ["", *[f"- {line}" for line in shown]] if shown else []
+    # A code block: a violation quotes logs whose brackets Markdown would read as links.
+    rows += ["", "```text", *shown, "```"] if shown else []
     rows += ["", _RECENT, "", _RUNS_HEAD, "|---|---|---|---|---|---|---|---|"]
     rows += [run, *earlier[: _KEPT - 1]]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -118,7 +118,7 @@ def test_the_figures_count_violations_by_kind_without_the_soak_folder(tmp_path: 
     write_figures(outcome, tmp_path / "soak.md")
     text = (tmp_path / "soak.md").read_text()
     assert "| violations | 2 (aggregator exited 2) |" in text
-    assert "- [    2.0s] aggregator exited: a1 exited 1: a1/x/0: bad" in text
+    assert "\n```text\n[    2.0s] aggregator exited: a1 exited 1: a1/x/0: bad\n" in text
     assert "resultlog-soak-" not in text
 
 
