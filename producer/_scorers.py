@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,17 @@ class Scored:
     metrics: dict[str, float] = field(default_factory=dict)
     trajectory: list[dict[str, object]] | None = None
     """The scorer's steps (what it extracted and compared), kept as score.trajectory."""
+
+    def score_fields(self) -> dict[str, object]:
+        """The record's score fields it makes (the trajectory as JSON text, keys sorted)."""
+        trajectory = self.trajectory
+        return {
+            "value": self.value,
+            "answer": self.answer,
+            "explanation": self.explanation,
+            "metrics": self.metrics,
+            "trajectory": None if trajectory is None else json.dumps(trajectory, sort_keys=True),
+        }
 
 
 Scorer = Callable[[str | None, str], Scored]

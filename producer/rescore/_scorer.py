@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,7 +58,7 @@ class _Builtin:
 
     async def score(self, record: SampleResult, grader: Grader | None) -> dict[str, Any]:
         """Score the stored answer."""
-        return {"score": fields_of(self.compare(targets(record), stored_answer(record) or ""))}
+        return {"score": self.compare(targets(record), stored_answer(record) or "").score_fields()}
 
 
 @dataclass(frozen=True)
@@ -73,18 +72,7 @@ class _Graded:
         """Ask the grader about the stored answer."""
         if grader is None:
             raise RescoreError("the graded scorer needs a grader model (--grader-model)")
-        return {"score": fields_of(await graded(grader, record, stored_answer(record) or ""))}
-
-
-def fields_of(scored: Scored) -> dict[str, Any]:
-    """A Scored as a record's score fields."""
-    return {
-        "value": scored.value,
-        "answer": scored.answer,
-        "explanation": scored.explanation,
-        "metrics": scored.metrics,
-        "trajectory": None if scored.trajectory is None else json.dumps(scored.trajectory),
-    }
+        return {"score": (await graded(grader, record, stored_answer(record) or "")).score_fields()}
 
 
 def resolve_scorer(spec: str) -> RecordScorer:
