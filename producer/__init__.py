@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         RunOptions,
         RunResult,
         Solver,
+        config_solver,
         model_solver,
         run_benchmark,
     )
@@ -98,6 +99,7 @@ __all__ = [
     "arith",
     "check_config",
     "claim_lease",
+    "config_solver",
     "current_sample",
     "execute_purge",
     "fence_lease",

@@ -61,6 +61,7 @@ __all__ = [
     "RunResult",
     "Solver",
     "WritePolicy",
+    "config_solver",
     "model_solver",
     "run_benchmark",
 ]
@@ -134,6 +135,14 @@ def model_solver(
         return await client.complete(benchmark.messages(sample), model=model, **params)
 
     return solve
+
+
+def config_solver(client: ModelClient, config: RunConfig) -> Solver:
+    """The default solver asking as `config` says (its model, temperature and max_tokens),
+    so that the configuration the records carry is the one the model was asked with."""
+    return model_solver(
+        client, config.model, temperature=config.temperature, max_tokens=config.max_tokens
+    )
 
 
 @dataclass(frozen=True)

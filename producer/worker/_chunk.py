@@ -15,7 +15,7 @@ from resultlog.producer._config import run_config
 from resultlog.producer._shared_budget import shared_budget
 from resultlog.producer.lease import claim_lease
 from resultlog.producer.model_client import ModelClient
-from resultlog.producer.runner import RunBudget, RunOptions, RunResult, model_solver, run_benchmark
+from resultlog.producer.runner import RunBudget, RunOptions, RunResult, config_solver, run_benchmark
 from resultlog.producer.store import KafkaResultStore
 from resultlog.producer.worker._plan import task_benchmark
 from resultlog.schemas import ChunkTask, RunKey, SampleResult
@@ -130,14 +130,18 @@ class ChunkRunner:
     async def _run(self, task: ChunkTask, draining: asyncio.Event) -> RunResult:
         benchmark = task_benchmark(task)
         client = self._client(task.base_url or self._offline_url())
-        solver = model_solver(
-            client, task.model, temperature=task.temperature, max_tokens=task.max_tokens
+        config = run_config(
+            benchmark,
+            task.model,
+            base_url=task.base_url,
+            temperature=task.temperature,
+            max_tokens=task.max_tokens,
         )
         return await run_benchmark(
             benchmark,
             task.model,
             run_id=task.run_id,
-            solver=solver,
+            solver=config_solver(client, config),
             store=_ChunkStore(self._kafka, self._store, task),
             options=RunOptions(
                 epochs=task.epochs,
@@ -146,13 +150,7 @@ class ChunkRunner:
                 degrade_solver_errors=task.degrade_solver_errors,
                 chunk_id=task.chunk_id,
                 chunk_index=task.chunk_index,
-                config=run_config(
-                    benchmark,
-                    task.model,
-                    base_url=task.base_url,
-                    temperature=task.temperature,
-                    max_tokens=task.max_tokens,
-                ),
+                config=config,
             ),
             # One budget for the run key, whatever its chunks, workers and submissions: the
             # spend ledger on Kafka, not a share per chunk.

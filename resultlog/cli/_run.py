@@ -323,11 +323,12 @@ async def _run_to_end(
         RunOptions,
         UnansweredError,
         claim_lease,
-        model_solver,
+        config_solver,
         run_benchmark,
     )
 
     settings = kafka.settings
+    config = config_of(args, benchmark)
     store = KafkaResultStore(kafka)
     try:
         with _endpoint(args.base_url) as base_url, ProgressBar(enabled=not args.json) as bar:
@@ -342,19 +343,14 @@ async def _run_to_end(
                     benchmark,
                     args.model,
                     run_id=args.run_id,
-                    solver=model_solver(
-                        client,
-                        args.model,
-                        temperature=args.temperature,
-                        max_tokens=args.max_tokens,
-                    ),
+                    solver=config_solver(client, config),
                     store=store,
                     options=RunOptions(
                         epochs=args.epochs,
                         max_concurrency=args.concurrency,
                         sample_range=args.sample_range,
                         degrade_solver_errors=args.degrade_solver_errors,
-                        config=config_of(args, benchmark),
+                        config=config,
                         accept_config_change=args.accept_config_change,
                     ),
                     budget=None

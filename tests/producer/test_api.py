@@ -28,6 +28,7 @@ WORKER_API = {
     "RunBudget",
     "Solver",
     "model_solver",
+    "config_solver",
     "run_benchmark",
     # the run's configuration (design rule 10)
     "RunConfig",
