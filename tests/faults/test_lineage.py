@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -26,6 +28,7 @@ from resultlog.settings import Settings
 from tests.faults import test_aggregator_state as state_tests
 from tests.support.aggregator import path
 from tests.support.aggregator_process import (
+    AggregatorProcess,
     aggregator_process,
     recreate_results_topic,
     two_epoch_records,
@@ -123,24 +126,8 @@ def _generations(settings: Settings, partitions: set[int]) -> bool:
 def test_a_purged_run_never_comes_back_from_a_store_older_than_the_changelogs_tombstones(
     fresh: Settings,
 ) -> None:
-    doomed, kept = RUNS[0], [k for k in RUNS[1:] if _same_partition(fresh, k, RUNS[0])]
-    write_many(fresh, two_epoch_records(RUNS, range(30)))
-    with aggregator_process(fresh) as agg:  # machine a: its store is saved, then offline
-        agg.wait_equal(fresh, RUNS)
-    other = fresh.model_copy(update={"aggregator_state_dir": _state_dir(fresh).with_name("b")})
-    with aggregator_process(other) as agg:  # machine b holds the partition during the purge
-        agg.wait_equal(other, RUNS)
-        _purge(fresh, doomed)
-        wait_for(lambda: _status(agg.url, doomed) == 404, "the purge folded")
-    partition = run_partition(fresh, doomed)
-    _compact_hard(fresh, partition, encode_run_key(doomed))
-    with aggregator_process(fresh) as agg:  # machine a again, on its old store
-        if kept:
-            agg.wait_equal(fresh, kept)
-        wait_for(lambda: _status(agg.url, doomed) == 404, "the purged run gone")
-        for _ in range(20):  # and never served again, fresh or stale
-            assert _status(agg.url, doomed) == 404
-            time.sleep(0.1)
+    doomed, kept = _purged_while_offline(fresh)
+    with _restarted_without(fresh, doomed, kept) as agg:
         assert agg.metric("states_ignored_total", reason="stale_changelog") >= 1
 
 
@@ -150,17 +137,36 @@ def test_a_purge_compacted_away_while_a_young_store_was_offline_is_not_served_ag
     # The soak's seed 168132919: the changelog was compacted hard for a while (tombstones
     # kept for no time), then set back. A store saved before the purge is young by the
     # changelog's delete.retention.ms, yet the purge's deletes are gone from its changelog.
+    doomed, kept = _purged_while_offline(fresh)
+    _alter_changelog(fresh, {"delete.retention.ms": str(24 * 60 * 60 * 1000)})
+    with _restarted_without(fresh, doomed, kept) as agg:
+        assert agg.metric("states_ignored_total", reason="lost_records") >= 1
+        assert agg.metric("states_ignored_total", reason="stale_changelog") == 0
+
+
+def _purged_while_offline(fresh: Settings) -> tuple[RunKey, list[RunKey]]:
+    """Machine a saves its store and stops; machine b holds the partition through a purge of
+    one run; the changelog is then compacted until that run's records and tombstones are
+    gone. The purged run, and the other runs of its partition."""
     doomed, kept = RUNS[0], [k for k in RUNS[1:] if _same_partition(fresh, k, RUNS[0])]
     write_many(fresh, two_epoch_records(RUNS, range(30)))
-    with aggregator_process(fresh) as agg:
+    with aggregator_process(fresh) as agg:  # machine a: its store is saved, then offline
         agg.wait_equal(fresh, RUNS)
     other = fresh.model_copy(update={"aggregator_state_dir": _state_dir(fresh).with_name("b")})
-    with aggregator_process(other) as agg:
+    with aggregator_process(other) as agg:  # machine b holds the partition during the purge
         agg.wait_equal(other, RUNS)
         _purge(fresh, doomed)
         wait_for(lambda: _status(agg.url, doomed) == 404, "the purge folded")
     _compact_hard(fresh, run_partition(fresh, doomed), encode_run_key(doomed))
-    _alter_changelog(fresh, {"delete.retention.ms": str(24 * 60 * 60 * 1000)})
+    return doomed, kept
+
+
+@contextmanager
+def _restarted_without(
+    fresh: Settings, doomed: RunKey, kept: list[RunKey]
+) -> Iterator[AggregatorProcess]:
+    """Machine a again, on its old store: the purged run is 404, and stays so, fresh or
+    stale; the other runs of its partition are served."""
     with aggregator_process(fresh) as agg:
         if kept:
             agg.wait_equal(fresh, kept)
@@ -168,8 +174,7 @@ def test_a_purge_compacted_away_while_a_young_store_was_offline_is_not_served_ag
         for _ in range(20):
             assert _status(agg.url, doomed) == 404
             time.sleep(0.1)
-        assert agg.metric("states_ignored_total", reason="lost_records") >= 1
-        assert agg.metric("states_ignored_total", reason="stale_changelog") == 0
+        yield agg
 
 
 def _same_partition(settings: Settings, a: RunKey, b: RunKey) -> bool:
