@@ -18,7 +18,12 @@ from resultlog.consumers.aggregator.store._codec import (
 )
 from resultlog.consumers.aggregator.store._meta import GENERATION_KEY, LogIdentity, StoreMeta
 from resultlog.consumers.aggregator.store._open import Refused, foreign
-from resultlog.consumers.aggregator.store._records import ChangelogRecord, Entries, find_tail
+from resultlog.consumers.aggregator.store._records import (
+    ChangelogRecord,
+    Entries,
+    Tail,
+    find_tail,
+)
 from resultlog.consumers.aggregator.store._store import PartitionStore
 
 __all__ = ["Read", "ReadEntries", "restore_changelog"]
@@ -84,22 +89,11 @@ def restore_changelog(
                     progress(held_to)
             held, held_to = batch, reached
             count += len(batch)
-        if incremental and count != stop - start:
+        missing = stop - start - count if incremental else 0
+        refused = _skipped(missing, start, stop) or _partial(last, held, store, tail, start)
+        if refused is not None:
             store.write_restored(held, during)  # never trusted: its meta says `restoring`
-            return Refused(
-                "lost_records",
-                f"{stop - start - count} of changelog offsets {start} to {stop} are compacted "
-                "away, deletes among them maybe",
-            )
-        generation = last.generation.encode()
-        reached = generation in (_generation(held, store), tail.generation_after)
-        if not last.generation or not reached:
-            store.write_restored(held, during)  # never trusted: its meta says `restoring`
-            return Refused(
-                "no_generation",
-                f"no whole state of generation {last.generation!r} from changelog offset "
-                f"{start} (a partial generation)",
-            )
+            return refused
         store.write_restored(held, dataclasses.replace(last, changelog_offset=stop))
     if progress is not None:
         progress(end)
@@ -155,6 +149,31 @@ def _in_lists(read: Read) -> ReadEntries:
             yield end, batch
 
     return lists
+
+
+def _skipped(missing: int, start: int, stop: int) -> Refused | None:
+    """Why a store that held state may not take a read that skipped offsets."""
+    if missing <= 0:
+        return None
+    return Refused(
+        "lost_records",
+        f"{missing} of changelog offsets {start} to {stop} are compacted away, deletes "
+        "among them maybe",
+    )
+
+
+def _partial(
+    last: StoreMeta, held: Entries, store: PartitionStore, tail: Tail, start: int
+) -> Refused | None:
+    """Why the read does not hold the whole state of its last flush's generation."""
+    generation = last.generation.encode()
+    if last.generation and generation in (_generation(held, store), tail.generation_after):
+        return None
+    return Refused(
+        "no_generation",
+        f"no whole state of generation {last.generation!r} from changelog offset {start} "
+        "(a partial generation)",
+    )
 
 
 def _generation(held: Entries, store: PartitionStore) -> bytes | None:
