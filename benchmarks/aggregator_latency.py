@@ -226,8 +226,8 @@ def _latencies(start: list[float | None], end: list[float | None]) -> list[float
 
 
 def _percentile(values: list[float], pct: int) -> float:
-    if not values:
-        return float("nan")
+    if len(values) < 2:  # quantiles() wants two points; one value is every percentile
+        return values[0] if values else float("nan")
     return statistics.quantiles(values, n=100, method="inclusive")[pct - 1]
 
 
