@@ -28,6 +28,7 @@ __all__ = [
     "Verdict",
     "scaled",
     "shape_of",
+    "verdict_of",
 ]
 
 _EXP = 1074
@@ -169,7 +170,7 @@ class _Last:
 _last = _Last()
 
 
-def _verdict_of(
+def verdict_of(
     value: ScoreValue, numeric: float | None, degraded: bool, metrics: _Metrics, shape: Shape
 ) -> Verdict:
     """The interned verdict of these values: the last one's when they equal its values (as
@@ -201,10 +202,10 @@ def shape_of(epochs: int, dataset_size: int | None, selected: int | None) -> Sha
 class Contribution:
     """What one record adds to its run's summary; small enough to keep one per key.
 
-    Immutable; equal when every field is equal. `FIELDS` names the fields in the order
-    the constructor takes them. Numbers are attributes of their own (compiled, they are
-    stored unboxed); what records of a run share (the verdict: value, numeric, degraded,
-    metrics, shape) is one interned tuple, and the key tuple and sample id are interned too.
+    Immutable; equal when every field in `FIELDS` is equal. Numbers are attributes of their
+    own (compiled, they are stored unboxed); what records of a run share (the verdict: value,
+    numeric, degraded, metrics, shape) is one interned object (`verdict_of`), and the key
+    tuple and sample id are interned too.
     """
 
     __slots__ = (
@@ -248,26 +249,21 @@ class Contribution:
     spent: float
     generation_time_ms: int
 
-    def __init__(  # noqa: PLR0917 - the fields in the order the dataclass took them
+    def __init__(  # noqa: PLR0917 - positional: built once per record, compiled
         self,
         sample_id: str,
-        sample_index: int,
-        epoch: int,
-        value: ScoreValue,
-        numeric: float | None,
-        degraded: bool,
-        metrics: _Metrics,
+        key: Key,
+        verdict: Verdict,
         tokens: tuple[int, int, int, int],
         cost: float,
         spent: float,
         generation_time_ms: int,
-        shape: Shape,
         created_at_ms: int,
     ) -> None:
-        self.key = _keys.intern((sample_index, epoch))
+        self.key = _keys.intern(key)
         self.sample_id = sys.intern(sample_id)
         self.created_at_ms = created_at_ms
-        self._verdict = _verdict_of(value, numeric, degraded, metrics, shape)
+        self._verdict = verdict
         self.input_tokens, self.output_tokens, self.total_tokens, self.reasoning_tokens = tokens
         self.cost = cost
         self.spent = spent
@@ -285,19 +281,21 @@ class Contribution:
                 usage.total_tokens,
                 usage.reasoning_tokens,
             )
-        return Contribution(
-            record.sample_id,
-            record.sample_index,
-            record.epoch,
+        verdict = verdict_of(
             score.value,
             score.numeric,
             record.degraded,
             tuple(sorted(score.metrics.items())),
+            shape_of(record.epochs, record.dataset_size, record.selected_samples),
+        )
+        return Contribution(
+            record.sample_id,
+            (record.sample_index, record.epoch),
+            verdict,
             tokens,
             record.kept_cost,
             record.spent,
             record.generation_time_ms or 0,
-            shape_of(record.epochs, record.dataset_size, record.selected_samples),
             record.created_at_ms,
         )
 
@@ -314,19 +312,21 @@ class Contribution:
             )
             cost = prefix.total_cost
         spent = prefix.spent_cost
-        return Contribution(
-            prefix.sample_id,
-            prefix.sample_index,
-            prefix.epoch,
+        verdict = verdict_of(
             _SCORE_VALUES[prefix.value],
             prefix.numeric,
             prefix.degraded,
             prefix.metrics.sorted,
+            shape_of(prefix.epochs, prefix.dataset_size, prefix.selected_samples),
+        )
+        return Contribution(
+            prefix.sample_id,
+            (prefix.sample_index, prefix.epoch),
+            verdict,
             tokens,
             cost,
             cost if spent is None else spent,
             prefix.generation_time_ms or 0,
-            shape_of(prefix.epochs, prefix.dataset_size, prefix.selected_samples),
             prefix.created_at_ms,
         )
 

@@ -14,9 +14,9 @@ import json
 import struct
 from typing import Any
 
-from resultlog.consumers._contribution import Memo, Verdict
+from resultlog.consumers._contribution import Memo, Verdict, shape_of, verdict_of
 from resultlog.consumers.errors import ConsumerError
-from resultlog.consumers.fold import Contribution, FoldState, Sample, Shape, Tokens
+from resultlog.consumers.fold import Contribution, FoldState, Sample
 from resultlog.schemas import RunKey, ScoreValue, decode_run_key, encode_run_key
 
 __all__ = [
@@ -138,13 +138,17 @@ def decode_contribution(raw: bytes) -> Contribution:
             cursor += length
         if cursor != len(raw):
             raise StoreFormatError(f"a contribution of {len(raw)} bytes holds {cursor}")
+        verdict = verdict_of(
+            _VALUES[value],
+            numeric if numeric_set else None,
+            bool(degraded),
+            tuple(metrics),
+            shape_of(epochs, size if size_set else None, selected if selected_set else None),
+        )
         return Contribution(
-            sample_id, sample_index, epoch, _VALUES[value], numeric if numeric_set else None,
-            bool(degraded), tuple(metrics),
-            Tokens(input_tokens, output_tokens, total_tokens, reasoning_tokens), cost, spent,
-            generation_time_ms,
-            Shape(epochs, size if size_set else None, selected if selected_set else None),
-            created_at_ms,
+            sample_id, (sample_index, epoch), verdict,
+            (input_tokens, output_tokens, total_tokens, reasoning_tokens), cost, spent,
+            generation_time_ms, created_at_ms,
         )  # fmt: skip
     except (struct.error, UnicodeDecodeError, IndexError) as exc:
         raise StoreFormatError(f"an undecodable contribution: {exc}") from exc
