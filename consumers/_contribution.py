@@ -281,13 +281,9 @@ class Contribution:
                 usage.total_tokens,
                 usage.reasoning_tokens,
             )
-        verdict = verdict_of(
-            score.value,
-            score.numeric,
-            record.degraded,
-            tuple(sorted(score.metrics.items())),
-            shape_of(record.epochs, record.dataset_size, record.selected_samples),
-        )
+        metrics = tuple(sorted(score.metrics.items()))
+        shape = shape_of(record.epochs, record.dataset_size, record.selected_samples)
+        verdict = verdict_of(score.value, score.numeric, record.degraded, metrics, shape)
         return Contribution(
             record.sample_id,
             (record.sample_index, record.epoch),
@@ -312,13 +308,9 @@ class Contribution:
             )
             cost = prefix.total_cost
         spent = prefix.spent_cost
-        verdict = verdict_of(
-            _SCORE_VALUES[prefix.value],
-            prefix.numeric,
-            prefix.degraded,
-            prefix.metrics.sorted,
-            shape_of(prefix.epochs, prefix.dataset_size, prefix.selected_samples),
-        )
+        value, metrics = _SCORE_VALUES[prefix.value], prefix.metrics.sorted
+        shape = shape_of(prefix.epochs, prefix.dataset_size, prefix.selected_samples)
+        verdict = verdict_of(value, prefix.numeric, prefix.degraded, metrics, shape)
         return Contribution(
             prefix.sample_id,
             (prefix.sample_index, prefix.epoch),
