@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from resultlog.consumers.aggregator.store import MARKER_KEY, KafkaChangelog, _changelog
+from resultlog.consumers.aggregator.store._codec import FENCE, untag
 from resultlog.kafka import KafkaConnection
 
 
@@ -17,21 +18,23 @@ def test_a_flush_larger_than_the_local_queue_lands_whole_and_in_order(
     changelog = KafkaChangelog(kafka)
     entries: list[tuple[bytes, bytes | None]] = [(b"k%05d" % i, b"v%d" % i) for i in range(1000)]
     entries[7] = (b"k00007", None)  # a tombstone among them
-    end = changelog.write(0, entries, b"marker")
-    read = [(record.key, record.value) for record in changelog.read(0, 0, end)]
+    end = changelog.write(0, entries, b"marker")  # its first write: after its fence
+    read = [(record.key, untag(record.value)) for record in changelog.read(0, 0, end)]
+    fence = FENCE + changelog.writer(0)
     changelog.close()
-    assert end == 1001
-    assert read == [*entries, (MARKER_KEY, b"marker")]
+    assert end == 1002
+    assert read == [(fence, b""), *entries, (MARKER_KEY, b"marker")]
 
 
 def test_flushes_in_flight_are_acknowledged_each_with_its_own_offset(
     kafka: KafkaConnection,
 ) -> None:
     changelog = KafkaChangelog(kafka)
+    assert changelog.fence(1) == 1
     first = changelog.send(1, [(b"a", b"1"), (b"b", b"1")], b"m1")
     second = changelog.send(1, [(b"a", b"2")], b"m2")
-    assert second.wait() == 5
-    assert first.done() and first.wait() == 3
-    read = [(record.offset, record.key) for record in changelog.read(1, 0, 5)]
+    assert second.wait() == 6
+    assert first.done() and first.wait() == 4
+    read = [(record.offset, record.key) for record in changelog.read(1, 1, 6)]
     changelog.close()
-    assert read == [(0, b"a"), (1, b"b"), (2, MARKER_KEY), (3, b"a"), (4, MARKER_KEY)]
+    assert read == [(1, b"a"), (2, b"b"), (3, MARKER_KEY), (4, b"a"), (5, MARKER_KEY)]

@@ -33,6 +33,7 @@ from resultlog.consumers.aggregator.store import (
     open_store,
     restore_changelog,
 )
+from resultlog.consumers.aggregator.store._codec import FENCE, untag, untagged
 from resultlog.consumers.aggregator.store._files import OPEN_PATHS
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, SampleResult
@@ -75,6 +76,10 @@ class ListChangelog:
     """A changelog partition in a list; `die_after` kills the next write after that many."""
 
     topic_id = "changelog-1"
+    tag = b"writer-1"  # one writer: never fenced off
+
+    def writer(self, partition: int) -> bytes:
+        return self.tag
 
     def __init__(self) -> None:
         self.records: list[ChangelogRecord] = []
@@ -86,7 +91,7 @@ class ListChangelog:
         if self.fail_after is None:
             return _Sent(self.write(partition, entries, marker))
         for key, value in [*entries, (MARKER_KEY, marker)][: self.fail_after]:
-            self.records.append(ChangelogRecord(self.end, key, value))
+            self.records.append(ChangelogRecord(self.end, key, self._tagged(value)))
             self.end += 1
         self.fail_after = None
         return _Sent(None)  # what reached the list stays: a later marker vouches for it
@@ -98,9 +103,31 @@ class ListChangelog:
                 raise _Killed
             if self.die_after is not None:
                 self.die_after -= 1
-            self.records.append(ChangelogRecord(self.end, key, value))
+            self.records.append(ChangelogRecord(self.end, key, self._tagged(value)))
             self.end += 1
         return self.end
+
+    def _tagged(self, value: bytes | None) -> bytes | None:
+        return None if value is None else value + self.tag
+
+    def fence(self, tag: bytes) -> None:
+        """A writer of this tag takes the partition: its fence, then its writes."""
+        self.tag = tag
+        self.records.append(ChangelogRecord(self.end, FENCE + tag, tag))
+        self.end += 1
+
+    def taken_back(self, since: int) -> list[ChangelogRecord]:
+        """The records from offset `since` on, taken off: not delivered yet."""
+        late = [r for r in self.records if r.offset >= since]
+        self.records = [r for r in self.records if r.offset < since]
+        self.end = since
+        return late
+
+    def delivered(self, late: list[ChangelogRecord]) -> None:
+        """Records taken back, delivered now, at the end."""
+        for record in late:
+            self.records.append(record._replace(offset=self.end))
+            self.end += 1
 
     def read(self, start: int, end: int) -> list[ChangelogRecord]:
         return [r for r in self.records if start <= r.offset < end]
@@ -282,6 +309,66 @@ def test_a_run_rewritten_whole_after_the_last_marker_then_compacted_is_refused(
     fresh = _open(tmp_path / "b", 3, 1, changelog).store
     refused = restore_changelog(fresh, changelog.read, (0, changelog.end), IDENTITY)
     assert refused is not None and refused.reason == "lost", refused
+    fresh.close()
+
+
+def test_records_a_fenced_off_writer_wrote_late_are_known_until_replaced() -> None:
+    a, b = b"writer-a", b"writer-b"
+    records = [
+        (FENCE + a, a), (b"T1", b"1" + a), (FENCE + b, b), (b"T1", b"2" + b),
+        (b"T1", b"1" + a), (b"\x00filler", b"x" + a), (b"L1", None),
+    ]  # fmt: skip
+    late: set[bytes] = set()
+    entries, writer = untagged(records, None, late)
+    assert writer == b and late == {b"T1"}  # a writer's own records, and no other key, stand
+    assert entries == [  # fences are no store's state
+        (b"T1", b"1"),
+        (b"T1", b"2"),
+        (b"T1", b"1"),
+        (b"\x00filler", b"x"),
+        (b"L1", None),
+    ]
+    assert untagged([(b"T1", b"3" + b)], writer, late) == ([(b"T1", b"3")], b)
+    assert late == set()  # replaced by the fencing writer's later record
+    untagged([(b"T1", b"4" + a)], None, late)
+    assert late == set()  # before any fence, any writer's records are taken
+
+
+def test_a_fenced_off_writers_late_flush_is_refused_by_a_new_machine(tmp_path: Path) -> None:
+    # Found by the soak (seed 69776450): a writer's flush of a run's first record, queued in
+    # its producer when its partition moved on, landed after the next writer had folded the
+    # run on; a new machine restored the run's totals of 1 record over the run's 47 entries
+    # and served them, fresh.
+    changelog = ListChangelog()
+    changelog.fence(b"writer-1")
+    first = _open(tmp_path / "a", 0, 100, changelog).store
+    other = first.new_fold(RUNS[1])
+    other.apply(make_record(0, 0, run_key=RUNS[1]))
+    first.touched(other)
+    first.flush(1)  # its generation, whole
+    run = first.new_fold(RUNS[0])
+    run.apply(make_record(0, 0, run_key=RUNS[0]))
+    first.touched(run)
+    sent = changelog.end
+    first.flush(2)
+    _killed(first)
+    late = changelog.taken_back(sent)  # the flush of the run's first record: not delivered
+    changelog.fence(b"writer-2")
+    second = _open(tmp_path / "b", 0, 100, changelog).store
+    assert restore_changelog(second, changelog.read, (0, changelog.end), IDENTITY) is None
+    run, other = second.new_fold(RUNS[0]), second.folds()[RUNS[1]]
+    for index in range(47):
+        run.apply(make_record(index, 0, run_key=RUNS[0]))
+        second.touched(run)
+    second.flush(48)
+    changelog.delivered(late)
+    other.apply(make_record(1, 0, run_key=RUNS[1]))
+    second.touched(other)
+    second.flush(49)  # a marker after the late records
+    second.close()
+    fresh = _open(tmp_path / "c", 49, 100, changelog).store
+    refused = restore_changelog(fresh, changelog.read, (0, changelog.end), IDENTITY)
+    assert refused is not None and refused.reason == "fenced", refused
     fresh.close()
 
 
@@ -516,16 +603,22 @@ def test_the_changelog_topic_reads_back_a_range_as_records_and_as_lists(
         changelog = KafkaChangelog(kafka)
         try:
             written: Entries = [(b"k%d" % i, None if i % 5 == 4 else b"v%d" % i) for i in range(25)]
+            assert changelog.fence(0) == 1  # a writer's first record: its fence
+            tag = changelog.writer(0)
             changelog.write(0, written[:12], b"m1")
             end = changelog.write(0, written[12:], b"m2")
-            assert changelog.bounds(0) == (0, end) == (0, 27)
-            every = [*written[:12], (MARKER_KEY, b"m1"), *written[12:], (MARKER_KEY, b"m2")]
+            assert changelog.bounds(0) == (0, end) == (0, 28)
+            every = [
+                (FENCE + tag, b""), *written[:12], (MARKER_KEY, b"m1"),
+                *written[12:], (MARKER_KEY, b"m2"),
+            ]  # fmt: skip
             records = list(changelog.read(0, 3, 20))
-            assert [(r.key, r.value) for r in records] == every[3:20]
+            assert all(r.value is None or r.value.endswith(tag) for r in records)
+            assert [(r.key, untag(r.value)) for r in records] == every[3:20]
             assert [r.offset for r in records] == list(range(3, 20))
             lists = list(changelog.entries(0, 3, end, size=5))
-            assert [entry for _, entries in lists for entry in entries] == every[3:]
-            assert [reached for reached, _ in lists] == [8, 13, 18, 23, 27]
+            assert [(k, untag(v)) for _, entries in lists for k, v in entries] == every[3:]
+            assert [reached for reached, _ in lists] == [8, 13, 18, 23, 28]
             assert list(changelog.read(0, 5, 5)) == [] and list(changelog.entries(0, 9, 9)) == []
         finally:
             changelog.close()

@@ -22,6 +22,7 @@ from resultlog.consumers.aggregator.store import (
     KafkaChangelog,
     StoreMeta,
 )
+from resultlog.consumers.aggregator.store._codec import totals_key, untag
 from resultlog.kafka import KafkaConnection
 from resultlog.schemas import RunKey, encode_run_key, partition_for
 from resultlog.settings import Settings
@@ -58,8 +59,9 @@ def test_a_changelog_generation_without_its_whole_state_marker_is_refused_and_re
         agg.wait_equal(fresh, RUNS)
     partition = run_partition(fresh, RUNS[0])
     old = read_partition(fresh, fresh.changelog_topic, partition)
-    entries = [(r.key or b"", r.value) for r in old if r.key not in (MARKER_KEY, GENERATION_KEY)]
-    markers = [r.value for r in old if r.key == MARKER_KEY and r.value]
+    state = [r for r in old if r.key and r.key[:1] != b"\x00"]  # no marker, nor fence
+    entries = [(r.key or b"", untag(r.value)) for r in state]
+    markers = [untag(r.value) for r in old if r.key == MARKER_KEY and r.value]
     assert entries and markers and any(r.key == GENERATION_KEY for r in old)
     recreate_results_topic(fresh, fresh.changelog_topic)
     # A partial generation on the new changelog: some of the state's keys and a flush marker
@@ -67,7 +69,7 @@ def test_a_changelog_generation_without_its_whole_state_marker_is_refused_and_re
     with KafkaConnection(fresh) as kafka:
         changelog = KafkaChangelog(kafka)
         try:
-            last = StoreMeta.decode(markers[-1])
+            last = StoreMeta.decode(markers[-1] or b"")
             marker = dataclasses.replace(last, changelog_id=changelog.topic_id)
             changelog.write(partition, entries[: len(entries) // 2], marker.encode())
         finally:
@@ -110,7 +112,52 @@ def test_a_changelog_recreated_under_a_running_aggregator_restores_a_new_machine
         agg.wait_equal(fresh, RUNS)
 
 
+def test_a_fenced_off_writers_late_totals_are_refused_and_the_partition_rebuilt(
+    fresh: Settings,
+) -> None:
+    run = RUNS[0]
+    partition = run_partition(fresh, run)
+    other = _run_in(fresh, partition)
+    write_many(fresh, two_epoch_records([run], range(5)))
+    with aggregator_process(fresh) as agg:
+        agg.wait_equal(fresh, [run])
+    totals = totals_key(run)
+    early = [r for r in read_partition(fresh, fresh.changelog_topic, partition) if r.key == totals]
+    write_many(fresh, two_epoch_records([run], range(5, 30)))
+    with aggregator_process(fresh) as agg:  # the partition's next writer: fenced anew
+        agg.wait_equal(fresh, [run])
+        # The first writer's flush of the run's totals, queued in its producer when its
+        # partition moved on, arrives now: 10 records' totals over the next writer's 60.
+        late = produce_raw(fresh, [(totals, early[-1].value, partition)], fresh.changelog_topic)
+        assert late == []
+        write_many(fresh, two_epoch_records([other], range(3)))  # a flush marker after it
+        agg.wait_equal(fresh, [run, other])
+        wait_for(lambda: _marker_after(fresh, partition, totals), "a flush after the late write")
+    shutil.rmtree(_state_dir(fresh))  # a new machine: everything comes from the changelog
+    with aggregator_process(fresh) as agg:
+        agg.wait_equal(fresh, [run, other])
+        assert agg.metric("states_ignored_total", reason="fenced") == 1
+    assert agg.warnings("fenced") == 1, agg.stderr[-3000:]
+
+
 # -- private helpers ------------------------------------------------------------------------
+
+
+def _run_in(settings: Settings, partition: int) -> RunKey:
+    """A run key of its own whose records go to this partition."""
+    return next(
+        run_key
+        for i in range(1000)
+        if partition_for(run_key := RunKey(f"lineage-other-{i}", "arith", "m"), settings.partitions)
+        == partition
+    )
+
+
+def _marker_after(settings: Settings, partition: int, key: bytes) -> bool:
+    """Whether a flush marker follows the last record of this key in the changelog."""
+    records = read_partition(settings, settings.changelog_topic, partition)
+    last = max(r.offset for r in records if r.key == key)
+    return any(r.key == MARKER_KEY and r.offset > last for r in records)
 
 
 def _generations(settings: Settings, partitions: set[int]) -> bool:

@@ -44,4 +44,4 @@ class StoreFlush(Participant):
                 "%s was deleted and re-created (topic ID %s, was %s): writing each "
                 "partition's state whole to it", changelog.topic, seen, changelog.topic_id,
             )  # fmt: skip
-            changelog.topic_id = seen
+            changelog.moved_to(seen)

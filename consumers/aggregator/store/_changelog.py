@@ -1,10 +1,17 @@
 """The aggregator's changelog topic: each store's flushes, acknowledged before the store
 writes them, and the one reader of it that restores a store (the active's and the standby's
-alike; see `_records`)."""
+alike; see `_records`).
+
+A writer that takes a partition first writes a fence naming its tag, and every value it
+writes ends with that tag. Writes of the partition's previous writer can still arrive after
+the fence (queued in its producer when its partition moved on: a paused process, a broker
+away); a restore knows them by their tag, and refuses what they left standing (`_restore`).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,8 +20,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer, Topic
 
 from resultlog.consumers._scan import scan_ranges, watermark_offsets
 from resultlog.consumers.aggregator._kafka import delete_retention_ms
+from resultlog.consumers.aggregator.store._codec import FENCE, TAG_SIZE, changelog_messages
 from resultlog.consumers.aggregator.store._codec import META as MARKER_KEY
-from resultlog.consumers.aggregator.store._codec import changelog_messages
 from resultlog.consumers.aggregator.store._records import ChangelogError, ChangelogRecord, Entries
 from resultlog.consumers.errors import ConsumerError
 from resultlog.kafka import KafkaClientError, KafkaConnection, produce
@@ -87,30 +94,63 @@ class KafkaChangelog:
         self._kafka = kafka
         self.topic_id = ""
         self.delete_retention_ms = 0  # how long the topic keeps tombstones
+        self._tags: dict[int, bytes] = {}  # each partition's tag, once fenced
         self.identify()
         self._producer: Producer | None = None  # made at the first write: readers need none
         self._watermarks = kafka.reader()
 
     def identify(self) -> str:
         """Ask the broker again which topic the changelog is (it may have been deleted and
-        re-created: every store's next flush then writes its state whole) and how long it
-        keeps tombstones; its topic ID (KafkaClientError if the broker does not say)."""
-        _, self.topic_id = self._kafka.topic_identity(self.topic)
+        re-created: every store's next flush then writes its state whole, after a new fence)
+        and how long it keeps tombstones; its topic ID (KafkaClientError if the broker does
+        not say)."""
+        _, topic_id = self._kafka.topic_identity(self.topic)
+        self.moved_to(topic_id)
         self.delete_retention_ms = delete_retention_ms(self._kafka, self.topic)
         return self.topic_id
 
-    def send(self, partition: int, entries: Entries, marker: bytes | None) -> _Sending:
-        """Queue the entries, then the marker (None: its tombstone); only the marker's
-        delivery is heard: the producer is gapless, so a marker delivered means every entry
-        before it was."""
+    def moved_to(self, topic_id: str) -> None:
+        """The changelog is the topic of this ID now: its writes begin with new fences."""
+        if topic_id != self.topic_id:
+            self.topic_id = topic_id
+            self._tags.clear()
+
+    def fence(self, partition: int) -> int:
+        """Begin this writer's records of the partition with a fence of a new tag,
+        acknowledged; the offset after it (ChangelogError if it cannot be written)."""
+        tag = os.urandom(TAG_SIZE)
+        self._tags[partition] = tag
+        try:
+            return self.send(partition, [(FENCE + tag, b"")], None, with_marker=False).wait()
+        except ChangelogError:
+            self._tags.pop(partition, None)  # no write may carry a tag whose fence is not there
+            raise
+
+    def writer(self, partition: int) -> bytes:
+        """The tag of this writer's records of the partition (fenced at the first write)."""
+        tag = self._tags.get(partition)
+        if tag is None:
+            self.fence(partition)
+            tag = self._tags[partition]
+        return tag
+
+    def send(
+        self, partition: int, entries: Entries, marker: bytes | None, *, with_marker: bool = True
+    ) -> _Sending:
+        """Queue the entries, then the marker (None: its tombstone), tagged; only the last
+        record's delivery is heard: the producer is gapless, so a marker delivered means
+        every entry before it was (`with_marker` False: the last entry is heard instead)."""
         sending = _Sending(self, partition)
         if self._producer is None:
             self._producer = self._kafka.durable_producer(_PRODUCER)
         producer = self._producer
+        records = [*entries, (MARKER_KEY, marker)] if with_marker else entries
         try:
-            _produce_all(producer, self.topic, partition, entries)
+            tag = self.writer(partition)
+            _produce_all(producer, self.topic, partition, records[:-1], tag)
+            key, value = records[-1]
             produce(
-                producer, self.topic, MARKER_KEY, marker,
+                producer, self.topic, key, None if value is None else value + tag,
                 partition=partition, on_delivery=sending.delivered,
             )  # fmt: skip
         except KafkaClientError as exc:
@@ -173,10 +213,11 @@ class KafkaChangelog:
 
     def clear(self, partition: int, end: int) -> None:
         """Tombstone every key of the partition's records below `end` (a refused changelog's:
-        a compacted topic refuses to delete records)."""
+        a compacted topic refuses to delete records), this writer's fence aside."""
         low, _ = self.bounds(partition)
         keys = {record.key for record in self.read(partition, low, end)}
-        self.write(partition, [(key, None) for key in sorted(keys - {MARKER_KEY})], None)
+        keys -= {MARKER_KEY, FENCE + self.writer(partition)}
+        self.write(partition, [(key, None) for key in sorted(keys)], None)
         log.info("cleared %s[%d]: %d keys tombstoned", self.topic, partition, len(keys))
 
     def close(self) -> None:
@@ -186,12 +227,14 @@ class KafkaChangelog:
         self._watermarks.close()
 
 
-def _produce_all(producer: Producer, topic: str, partition: int, entries: Entries) -> None:
-    """Queue every entry in order, in batches: one produce() call per entry cost a flush
-    several microseconds a key on the consumer thread."""
+def _produce_all(
+    producer: Producer, topic: str, partition: int, entries: Entries, tag: bytes
+) -> None:
+    """Queue every entry in order, tagged, in batches: one produce() call per entry cost a
+    flush several microseconds a key on the consumer thread."""
     deadline = time.monotonic() + _QUEUE_WAIT_S
     for start in range(0, len(entries), _QUEUE_CHUNK):
-        batch = changelog_messages(entries[start : start + _QUEUE_CHUNK])
+        batch = changelog_messages(entries[start : start + _QUEUE_CHUNK], tag)
         while batch:
             try:
                 queued = producer.produce_batch(topic, batch, partition=partition)

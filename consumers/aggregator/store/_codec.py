@@ -20,9 +20,12 @@ from resultlog.consumers.fold import Contribution, FoldState, Sample
 from resultlog.schemas import RunKey, ScoreValue, decode_run_key, encode_run_key
 
 __all__ = [
+    "FENCE",
+    "GENERATION_KEY",
     "LATEST",
     "META",
     "SAMPLES",
+    "TAG_SIZE",
     "TOTALS",
     "StoreFormatError",
     "changelog_messages",
@@ -37,9 +40,24 @@ __all__ = [
     "run_of_totals",
     "run_prefix",
     "totals_key",
+    "untag",
+    "untagged",
 ]
 
 META = b"\x00meta"
+# The "whole state from here" record that begins each generation of a partition's changelog
+# (its value: the generation's ID), written before the whole state, and kept in the store
+# like any entry. One key for every generation of a partition, on purpose: compaction keeps
+# a key's latest record, so the current generation's marker survives compaction for as
+# long as the changelog lives, and a later generation's marker supersedes (lets compaction
+# remove) the earlier ones, whose records the later whole state replaces. A restore that
+# ends with this key's value differing from the generation its last flush names did not
+# reach the whole state it builds on, and is refused.
+GENERATION_KEY = b"\x00generation"
+# A changelog record that begins a writer's records: `FENCE + tag`, one key per writer, so
+# compaction never removes it while later records of the partition stand.
+FENCE = b"\x00fence:"
+TAG_SIZE = 8  # every changelog value ends with its writer's tag (a tombstone has none)
 TOTALS = b"T"
 LATEST = b"L"
 SAMPLES = b"S"
@@ -239,7 +257,50 @@ def _text(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def changelog_messages(entries: list[tuple[bytes, bytes | None]]) -> list[dict[str, Any]]:
-    """Entries as the changelog producer's `produce_batch` takes them, in order (compiled:
-    a flush builds one per entry)."""
-    return [{"key": key, "value": value} for key, value in entries]
+def changelog_messages(
+    entries: list[tuple[bytes, bytes | None]], tag: bytes
+) -> list[dict[str, Any]]:
+    """Entries as the changelog producer's `produce_batch` takes them, in order, each value
+    ending with the writer's tag (compiled: a flush builds one per entry)."""
+    return [{"key": key, "value": None if value is None else value + tag} for key, value in entries]
+
+
+def _state(key: bytes) -> bool:
+    """Whether a changelog key is state or a marker (not a fence, nor another's record)."""
+    return key[:1] != b"\x00" or key in (META, GENERATION_KEY)
+
+
+def untag(value: bytes | None) -> bytes | None:
+    """A changelog value without its writer's tag."""
+    return None if value is None else value[:-TAG_SIZE]
+
+
+def untagged(
+    records: list[tuple[bytes, bytes | None]], writer: bytes | None, foreign: set[bytes]
+) -> tuple[list[tuple[bytes, bytes | None]], bytes | None]:
+    """Changelog records without their tags (fences left out), and the writer whose records
+    come last.
+
+    A fence names the writer of every record after it (`writer`: the one named before these
+    records; None: any). The keys of records another writer wrote after it, a writer fenced
+    off whose writes arrived late, are added to `foreign`, and leave it when a later record
+    of the key supersedes theirs (compiled: a restore checks every record).
+    """
+    entries: list[tuple[bytes, bytes | None]] = []
+    append = entries.append
+    fence = len(FENCE)
+    for key, value in records:
+        if value is None:
+            if foreign:
+                foreign.discard(key)
+            append((key, None))
+            continue
+        if key[:fence] == FENCE:
+            writer = key[fence:]
+            continue  # not state: no store holds it
+        if writer is not None and value[-TAG_SIZE:] != writer and _state(key):
+            foreign.add(key)
+        elif foreign:
+            foreign.discard(key)
+        append((key, value[:-TAG_SIZE]))
+    return entries, writer

@@ -7,20 +7,11 @@ import enum
 import json
 from dataclasses import asdict, dataclass
 
-from resultlog.consumers.aggregator.store._codec import StoreFormatError
+from resultlog.consumers.aggregator.store._codec import GENERATION_KEY, StoreFormatError
 
 __all__ = ["FORMAT", "GENERATION_KEY", "FlushPhase", "LogIdentity", "StoreMeta"]
 
-FORMAT = 3  # 3: the meta names the changelog offset the store holds
-# The "whole state from here" record that begins each generation of a partition's changelog
-# (its value: the generation's ID), written before the whole state, and kept in the store
-# like any entry. One key for every generation of a partition, on purpose: compaction keeps
-# a key's latest record, so the current generation's marker survives compaction for as
-# long as the changelog lives, and a later generation's marker supersedes (lets compaction
-# remove) the earlier ones, whose records the later whole state replaces. A restore that
-# ends with this key's value differing from the generation its last flush names did not
-# reach the whole state it builds on, and is refused.
-GENERATION_KEY = b"\x00generation"
+FORMAT = 4  # 4: changelog values carry their writer's tag, the meta names the writer
 
 
 @dataclass(frozen=True)
@@ -49,6 +40,7 @@ class StoreMeta:
     restoring: bool = False
     runs: int = -1  # runs with totals in the store (-1: not counted): a restore checks it
     generation: str = ""  # the changelog generation it belongs to ("": none, never whole)
+    writer: str = ""  # the tag (hex) of the writer of the flush it ends ("": unknown)
 
     def backed_by(self, changelog_id: str, low: int, high: int) -> bool:
         """Whether the changelog of that ID, its offsets now [low, high], holds what this

@@ -76,6 +76,7 @@ class StoreOpener:
                 self.changelog.identify()
             except KafkaClientError as exc:
                 log.warning("cannot tell which topic %s is now: %s", self.changelog.topic, exc)
+            self._fence(partition)
         trusted = trust(space, identity, partition, limits, self.changelog, active=True)
         local = trusted.local  # said even when the changelog restores the store
         if local is not None and local.reason != "missing":
@@ -116,10 +117,10 @@ class StoreOpener:
                 store.republish()
                 return found
             told = None if progress is None else _told(progress, start, high)
-            if told is not None:
-                told(start)
             started = time.monotonic()
             try:
+                if told is not None:
+                    told(start)  # revoked already (while fencing, say): closed below
                 refused = self._restore(store, (start, high), identity, told)
                 if refused is not None and refused.reason == "lost_records":
                     # The changelog is whole; what this store held is not: read it all.
@@ -163,6 +164,15 @@ class StoreOpener:
             told, entries=lambda a, b: changelog.entries(partition, a, b),
             changelog_id=changelog.topic_id,
         )  # fmt: skip
+
+    def _fence(self, partition: int) -> None:
+        """Fence the partition's changelog before reading it: whatever its previous writer's
+        producer still delivers comes after the fence, known by its tag (`_restore`)."""
+        assert self.changelog is not None
+        try:
+            self.changelog.fence(partition)
+        except ChangelogError as exc:  # the restore will likely fail too, and say so
+            log.warning("cannot fence %s[%d] yet: %s", self.changelog.topic, partition, exc)
 
     def _identify(self) -> LogIdentity | None:
         topic = self._kafka.results_topic

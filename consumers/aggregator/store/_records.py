@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from resultlog.consumers.aggregator.store._codec import META
+from resultlog.consumers.aggregator.store._codec import FENCE, META, untag
 from resultlog.consumers.aggregator.store._meta import GENERATION_KEY
 from resultlog.consumers.errors import ConsumerError
 
@@ -65,6 +65,10 @@ class Changelog(Protocol):
 
     topic_id: str  # which changelog topic: its offsets mean nothing in another
 
+    def writer(self, partition: int) -> bytes:
+        """The tag every write of this changelog to the partition carries, after its fence."""
+        ...
+
     def send(self, partition: int, entries: Entries, marker: bytes) -> Sending:
         """Start writing the entries, then the marker (ChangelogError if it cannot start)."""
         ...
@@ -79,28 +83,35 @@ class Tail:
     marker: ChangelogRecord | None
     after: frozenset[bytes]
     generation_after: bytes | None = None
+    writer_after: bytes | None = None  # the writer the last fence after the marker names
 
 
 def find_tail(
     read: Callable[[int, int], Iterable[ChangelogRecord]], start: int, end: int, window: int
 ) -> Tail:
-    """The last marker in [start, end) and the keys after it, reading back from the end in
-    doubling windows (the records after the last marker are at most a few flushes). A
-    tombstoned marker (a cleared changelog) leaves no marker: nothing before it counts."""
+    """The last marker in [start, end) and the keys after it (values without their tags),
+    reading back from the end in doubling windows (the records after the last marker are at
+    most a few flushes). A tombstoned marker (a cleared changelog) leaves no marker: nothing
+    before it counts. Fences are not state: no key after the marker is one."""
     low = max(start, end - window)
     while True:
         marker: ChangelogRecord | None = None
         seen = False
         after: set[bytes] = set()
         generation: bytes | None = None
+        writer: bytes | None = None
         for record in read(low, end):
             if record.key == META:
                 marker, seen, after = (record if record.value else None), True, set()
-                generation = None
+                if marker is not None:
+                    marker = marker._replace(value=untag(marker.value))
+                generation = writer = None
+            elif record.key.startswith(FENCE):
+                writer = record.key[len(FENCE) :]
             else:
                 after.add(record.key)
                 if record.key == GENERATION_KEY:
-                    generation = record.value
+                    generation = untag(record.value)
         if seen or low <= start:
-            return Tail(marker, frozenset(after), generation)
+            return Tail(marker, frozenset(after), generation, writer)
         low = max(start, end - 2 * (end - low))

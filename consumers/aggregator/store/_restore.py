@@ -15,6 +15,7 @@ from resultlog.consumers.aggregator.store._codec import (
     TOTALS,
     StoreFormatError,
     decode_totals,
+    untagged,
 )
 from resultlog.consumers.aggregator.store._meta import GENERATION_KEY, LogIdentity, StoreMeta
 from resultlog.consumers.aggregator.store._open import Refused, foreign
@@ -52,12 +53,18 @@ def restore_changelog(
     names: read from where it starts, the changelog holds that generation's whole state.
     A store that held state before the read must see every offset of it: compaction takes
     a tombstone (a purge) and the values it deleted together, so a record missing from what
-    it reads may be a delete it never applies (reason `lost_records`: restore it whole)."""
+    it reads may be a delete it never applies (reason `lost_records`: restore it whole).
+    Records a fenced-off writer wrote late, that nothing after them replaces, are refused
+    (reason `fenced`: the changelog is rebuilt)."""
     start, end = span
     if end <= start:
         return None
     tail = find_tail(read, start, end, _TAIL_WINDOW)
+    fenced_to = end if tail.writer_after is not None and not tail.after else None
     if tail.marker is None:
+        if fenced_to is not None and tail.writer_after is not None:
+            _past_fences(store, fenced_to, tail.writer_after)
+            return None
         refused = _lost(store, tail.after)
         store.repair(tail.after)
         return refused
@@ -72,9 +79,14 @@ def restore_changelog(
         )
     if refused is not None:
         return refused
-    during = dataclasses.replace(last, changelog_offset=start, restoring=True)
     stop = tail.marker.offset + 1
     incremental = not store.empty()
+    writer = _writer(store) if incremental else None
+    # An interrupted restore goes on from `start`, knowing whose records come there.
+    during = dataclasses.replace(
+        last, changelog_offset=start, restoring=True, writer="" if writer is None else writer.hex()
+    )
+    late: set[bytes] = set()  # keys a fenced-off writer wrote last
     count = 0
     # Each list is written once the next one is read: the last goes with the final meta, so
     # a restore of one list (a short tail) is one durable write, as a flush is. The markers
@@ -82,18 +94,26 @@ def restore_changelog(
     held: Entries = []
     held_to = start
     with _COLLECTOR.held():
-        for reached, batch in (entries or _in_lists(read))(start, stop):
+        for reached, tagged in (entries or _in_lists(read))(start, stop):
+            batch, writer = untagged(tagged, writer, late)
             if held:
                 store.write_restored(held, during)
                 if progress is not None:
                     progress(held_to)
             held, held_to = batch, reached
-            count += len(batch)
+            count += len(tagged)  # fences too: every offset read counts
         missing = stop - start - count if incremental else 0
-        refused = _skipped(missing, start, stop) or _partial(last, held, store, tail, start)
+        refused = (
+            _skipped(missing, start, stop)
+            or _fenced(late)
+            or _partial(last, held, store, tail, start)
+        )
         if refused is not None:
             store.write_restored(held, during)  # never trusted: its meta says `restoring`
             return refused
+        if fenced_to is not None and tail.writer_after is not None:
+            # Only fences follow the marker: the store holds every record up to the end.
+            last, stop = dataclasses.replace(last, writer=tail.writer_after.hex()), fenced_to
         store.write_restored(held, dataclasses.replace(last, changelog_offset=stop))
     if progress is not None:
         progress(end)
@@ -159,6 +179,39 @@ def _skipped(missing: int, start: int, stop: int) -> Refused | None:
         "lost_records",
         f"{missing} of changelog offsets {start} to {stop} are compacted away, deletes "
         "among them maybe",
+    )
+
+
+def _past_fences(store: PartitionStore, end: int, writer: bytes) -> None:
+    """A store that holds every flush before a read of fences only now holds it all."""
+    try:
+        meta = store.meta()
+    except StoreFormatError:
+        return
+    if meta is not None and not meta.restoring:
+        past = dataclasses.replace(meta, changelog_offset=end, writer=writer.hex())
+        store.write_restored([], past)
+
+
+def _writer(store: PartitionStore) -> bytes | None:
+    """The writer of the last flush a store holds (None: unknown, any writer is taken)."""
+    try:
+        meta = store.meta()
+    except StoreFormatError:
+        return None
+    if meta is None or not meta.writer:
+        return None
+    return bytes.fromhex(meta.writer)
+
+
+def _fenced(late: set[bytes]) -> Refused | None:
+    """Why records a fenced-off writer left may not be used."""
+    if not late:
+        return None
+    return Refused(
+        "fenced",
+        f"{len(late)} keys were last written by a writer fenced off before (its writes "
+        "arrived late)",
     )
 
 

@@ -344,6 +344,12 @@ class PartitionStore:
             self._landed()
             return
         changelog = self.changelog
+        try:  # a changelog written for the first time since it was re-created fences first
+            writer = "" if changelog is None else changelog.writer(self.partition).hex()
+        except ChangelogError as exc:
+            self._sent()
+            self._failed(entries, exc)
+            return
         meta = StoreMeta(
             FORMAT,
             self.identity,
@@ -354,6 +360,7 @@ class PartitionStore:
             "" if changelog is None else changelog.topic_id,
             runs=len(self._runs),
             generation=self.generation,
+            writer=writer,
         )
         if changelog is None or not (entries or self.covers != next_offset):
             self._disk.write(entries, meta, changelog is None)
