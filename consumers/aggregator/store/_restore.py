@@ -60,10 +60,11 @@ def restore_changelog(
     if end <= start:
         return None
     tail = find_tail(read, start, end, _TAIL_WINDOW)
-    fenced_to = end if tail.writer_after is not None and not tail.after else None
+    # Only fences after the marker: the store may hold every offset up to the end.
+    fenced = None if tail.after else tail.writer_after
     if tail.marker is None:
-        if fenced_to is not None and tail.writer_after is not None:
-            _past_fences(store, fenced_to, tail.writer_after)
+        if fenced is not None:
+            _past_fences(store, end, fenced)
             return None
         refused = _lost(store, tail.after)
         store.repair(tail.after)
@@ -81,7 +82,8 @@ def restore_changelog(
         return refused
     stop = tail.marker.offset + 1
     incremental = not store.empty()
-    writer = _writer(store) if incremental else None
+    saved = _saved_meta(store) if incremental else None
+    writer = bytes.fromhex(saved.writer) if saved is not None and saved.writer else None
     # An interrupted restore goes on from `start`, knowing whose records come there.
     during = dataclasses.replace(
         last, changelog_offset=start, restoring=True, writer="" if writer is None else writer.hex()
@@ -111,9 +113,8 @@ def restore_changelog(
         if refused is not None:
             store.write_restored(held, during)  # never trusted: its meta says `restoring`
             return refused
-        if fenced_to is not None and tail.writer_after is not None:
-            # Only fences follow the marker: the store holds every record up to the end.
-            last, stop = dataclasses.replace(last, writer=tail.writer_after.hex()), fenced_to
+        if fenced is not None:
+            last, stop = dataclasses.replace(last, writer=fenced.hex()), end
         store.write_restored(held, dataclasses.replace(last, changelog_offset=stop))
     if progress is not None:
         progress(end)
@@ -184,24 +185,18 @@ def _skipped(missing: int, start: int, stop: int) -> Refused | None:
 
 def _past_fences(store: PartitionStore, end: int, writer: bytes) -> None:
     """A store that holds every flush before a read of fences only now holds it all."""
-    try:
-        meta = store.meta()
-    except StoreFormatError:
-        return
+    meta = _saved_meta(store)
     if meta is not None and not meta.restoring:
         past = dataclasses.replace(meta, changelog_offset=end, writer=writer.hex())
         store.write_restored([], past)
 
 
-def _writer(store: PartitionStore) -> bytes | None:
-    """The writer of the last flush a store holds (None: unknown, any writer is taken)."""
+def _saved_meta(store: PartitionStore) -> StoreMeta | None:
+    """The store's meta (None: none, or one this version cannot read)."""
     try:
-        meta = store.meta()
+        return store.meta()
     except StoreFormatError:
         return None
-    if meta is None or not meta.writer:
-        return None
-    return bytes.fromhex(meta.writer)
 
 
 def _fenced(late: set[bytes]) -> Refused | None:
